@@ -34,6 +34,7 @@ __all__ = [
     "expectation",
     "second_order",
     "covariance",
+    "covariance_with_arcs",
     "entropy",
     "cross_entropy",
     "kl_divergence",
@@ -147,26 +148,42 @@ def _result_dtype(scores: Tensor) -> torch.dtype:
 
 
 def _arc_covariance(scores: Tensor, lengths: Tensor, r: Tensor, s: Tensor, multiroot: bool) -> Tensor:
-    """Unlabeled T2. The cubic part runs over the smaller of R and S."""
+    """Unlabeled T2 ``(B, R, S)``. The cubic part runs over the smaller of R and S."""
     if r.shape[-1] > s.shape[-1]:
         return _arc_covariance(scores, lengths, s, r, multiroot).transpose(-2, -1)
+    per_arc = covariance_with_arcs(scores, lengths, r, multiroot, validate=False)
+    mask = arc_mask(lengths, scores.shape[-1] - 1)
+    s = s.to(per_arc.dtype).masked_fill(~mask[..., None], 0.0)
+    return torch.einsum("brhm,bhms->brs", per_arc, s)
+
+
+def covariance_with_arcs(
+    scores: Tensor, lengths: Tensor, r: Tensor, multiroot: bool = False, validate: bool = True
+) -> Tensor:
+    """T2 against every arc indicator: ``Cov(r_k(d), [e in d])`` for all arcs e, ``(B, R, N+1, N+1)``.
+
+    ``mu_e r_ek - w_e L*((X L(w r_k) X)^T)_e``: O(R N^3) and no one-hot ``s`` of size N^2.
+    With ``r = dF/dE[f]`` contracted over features this is the gradient of ``F(E[f])``
+    w.r.t. the scores (the covariance route of Druck & Smith, made cubic). Unlabeled
+    scores only; differentiable w.r.t. ``scores`` and ``r``.
+    """
+    lengths = torch.as_tensor(lengths, device=scores.device)
+    if validate:
+        check_arguments(scores, lengths)
+        _check_features(scores, r, "r")
     out_dtype = _result_dtype(scores)
     with torch.autocast(scores.device.type, enabled=False):
         _, mu = log_partition_and_marginals(scores, lengths, multiroot, validate=False)
-        dtype = mu.dtype if mu.dtype == torch.float64 else torch.float64
+        dtype = torch.float64 if scores.device.type != "mps" else torch.float32
         mask = arc_mask(lengths, scores.shape[-1] - 1)
         masked = scores.to(dtype).masked_fill(~mask, float("-inf"))
         shift = masked.amax(dim=-2, keepdim=True).detach()
         shift = torch.where(torch.isfinite(shift), shift, torch.zeros_like(shift))
         weights = torch.exp(masked - shift)  # differentiable; the trace is scale-free
         inverse = torch.linalg.inv(laplacian(weights, lengths, multiroot))
-        mu = mu.to(dtype)
-        r = r.to(dtype).masked_fill(~mask[..., None], 0.0)
-        s = s.to(dtype).masked_fill(~mask[..., None], 0.0)
-        diagonal = torch.einsum("bhm,bhmr,bhms->brs", mu, r, s)
-        lap_r = laplacian(weights.unsqueeze(1) * r.movedim(-1, 1), None, multiroot)  # (B, R, N, N)
+        r = r.to(dtype).masked_fill(~mask[..., None], 0.0).movedim(-1, 1)  # (B, R, N+1, N+1)
+        lap_r = laplacian(weights.unsqueeze(1) * r, None, multiroot)  # (B, R, N, N)
         product = inverse.unsqueeze(1) @ lap_r @ inverse.unsqueeze(1)  # X L(w r_k) X
-        adjoint = laplacian_adjoint(product.transpose(-2, -1), multiroot)  # (B, R, N+1, N+1)
-        trace = torch.einsum("brhm,bhm,bhms->brs", adjoint, weights, s)
-    return (diagonal - trace).to(out_dtype)
-
+        adjoint = laplacian_adjoint(product.transpose(-2, -1), multiroot)
+        per_arc = mu.to(dtype).unsqueeze(1) * r - weights.unsqueeze(1) * adjoint
+    return per_arc.to(out_dtype)
