@@ -1,0 +1,103 @@
+"""UAS, LAS and CLAS of a predicted CoNLL-U file against the gold file.
+
+Definitions of the CoNLL 2018 shared task scorer (conll18_ud_eval.py) for gold
+tokenisation: every syntactic word counts, punctuation included; DEPREL is compared on
+its universal part (before ``:``); CLAS is the F1 over content words, i.e. gold words
+with a content gold DEPREL against system words with a content system DEPREL, a word
+being correct when HEAD and universal DEPREL match. Both files must hold valid trees
+over the same words.
+
+    python -m parser.evaluate GOLD PRED
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from dataclasses import dataclass
+
+from .data import read_conllu
+
+# As in conll18_ud_eval.py: everything but the functional relations
+# (aux case cc clf cop det mark), punct and non-UD labels.
+CONTENT_DEPRELS = frozenset({
+    "nsubj", "obj", "iobj", "csubj", "ccomp", "xcomp", "obl", "vocative", "expl",
+    "dislocated", "advcl", "advmod", "discourse", "nmod", "appos", "nummod", "acl", "amod",
+    "conj", "fixed", "flat", "compound", "list", "parataxis", "orphan", "goeswith",
+    "reparandum", "root", "dep",
+})
+
+
+@dataclass(frozen=True)
+class Score:
+    """Counts of correct, gold and system words; precision, recall and F1 in percent."""
+
+    correct: int
+    gold: int
+    system: int
+
+    @property
+    def precision(self) -> float:
+        return 100 * self.correct / self.system if self.system else 0.0
+
+    @property
+    def recall(self) -> float:
+        return 100 * self.correct / self.gold if self.gold else 0.0
+
+    @property
+    def f1(self) -> float:
+        total = self.gold + self.system
+        return 200 * self.correct / total if total else 0.0
+
+
+def scores(gold_path: str | os.PathLike, pred_path: str | os.PathLike) -> dict[str, Score]:
+    """``{"uas", "las", "clas"}`` -> Score of the predicted file against the gold one."""
+    gold, pred = read_conllu(gold_path), read_conllu(pred_path)
+    if len(gold) != len(pred):
+        raise ValueError(f"{pred_path} has {len(pred)} sentences but {gold_path} has {len(gold)}")
+    words = uas = las = clas = gold_content = system_content = 0
+    for g, p in zip(gold, pred):
+        if g.words != p.words:
+            k = next((k for k, (a, b) in enumerate(zip(g.words, p.words)) if a != b),
+                     min(len(g), len(p)))
+            found = repr(p.words[k]) if k < len(p) else "the end of the sentence"
+            expected = repr(g.words[k]) if k < len(g) else "the end of the sentence"
+            raise ValueError(f"{p.source}: word {k + 1} is {found} but {g.source} has {expected}")
+        for gold_head, gold_deprel, head, deprel in zip(g.heads, g.deprels, p.heads, p.deprels,
+                                                        strict=True):
+            gold_deprel, deprel = gold_deprel.split(":")[0], deprel.split(":")[0]
+            words += 1
+            uas += head == gold_head
+            las += head == gold_head and deprel == gold_deprel
+            gold_content += gold_deprel in CONTENT_DEPRELS
+            system_content += deprel in CONTENT_DEPRELS
+            clas += head == gold_head and deprel == gold_deprel and gold_deprel in CONTENT_DEPRELS
+    return {"uas": Score(uas, words, words), "las": Score(las, words, words),
+            "clas": Score(clas, gold_content, system_content)}
+
+
+def evaluate(gold_path: str | os.PathLike, pred_path: str | os.PathLike) -> dict[str, float]:
+    """``{"uas", "las", "clas"}`` F1 scores in percent (UAS and LAS are accuracies)."""
+    return {name: score.f1 for name, score in scores(gold_path, pred_path).items()}
+
+
+def format_table(results: dict[str, Score]) -> str:
+    """The scores as a table like the official scorer's."""
+    lines = ["Metric     | Precision |    Recall |  F1 Score",
+             "-----------+-----------+-----------+-----------"]
+    for name, score in results.items():
+        lines.append(f"{name.upper():<11}|{score.precision:10.2f} |{score.recall:10.2f}"
+                     f" |{score.f1:10.2f}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    cli = argparse.ArgumentParser(description="UAS, LAS and CLAS (CoNLL 2018 definitions).")
+    cli.add_argument("gold", help="gold CoNLL-U file")
+    cli.add_argument("pred", help="predicted CoNLL-U file with the same words")
+    args = cli.parse_args(argv)
+    print(format_table(scores(args.gold, args.pred)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,311 @@
+import io
+import logging
+import pickle
+import shutil
+from pathlib import Path
+from unittest import mock
+from urllib.error import URLError
+
+import pytest
+from lightning.fabric.utilities.apply_func import move_data_to_device
+from lightning.pytorch.utilities import CombinedLoader
+
+from parser import fetch
+from parser.data import (
+    Batch,
+    BucketBatchSampler,
+    ConlluError,
+    DependencyDataModule,
+    Vocab,
+    build_label_vocab,
+    build_upos_vocab,
+    collate,
+    has_upos,
+    read_conllu,
+    read_text,
+    write_conllu,
+)
+
+FIXTURES = Path(__file__).parent / "fixtures"
+MWT = FIXTURES / "mwt_empty.conllu"
+EWT_DEV = Path("/work/shared/data/ud/UD_English-EWT/en_ewt-ud-dev.conllu")
+
+# A valid 3-word sentence; tests break one of its lines.
+WORDS = [
+    "1\tThe\tthe\tDET\tDT\t_\t2\tdet\t_\t_",
+    "2\tdog\tdog\tNOUN\tNN\t_\t3\tnsubj\t_\t_",
+    "3\tbarks\tbark\tVERB\tVBZ\t_\t0\troot\t_\t_",
+]
+
+
+def write(path, *sentences):
+    """Write sentences, each a list of lines after a sent_id comment, as CoNLL-U."""
+    path.write_text("".join("\n".join(["# sent_id = s", *lines]) + "\n\n" for lines in sentences),
+                    encoding="utf-8")
+    return path
+
+
+def with_line(index, line):
+    return [line if i == index else word for i, word in enumerate(WORDS)]
+
+
+def test_read_keeps_syntactic_words_only():
+    first, second = read_conllu(MWT)
+    assert first.words == ["Vamos", "a", "el", "mercado", "."]
+    assert first.upos == ["VERB", "ADP", "DET", "NOUN", "PUNCT"]
+    assert first.heads == [0, 4, 4, 1, 1]
+    assert first.deprels == ["root", "case", "det", "obl:arg", "punct"]
+    assert (first.source, second.source) == (f"{MWT}:1", f"{MWT}:13")
+    assert second.words == ["Sue", "likes", "coffee", "and", "Bill", "tea", "."]
+    assert len(second.tokenlist) == 8  # the empty node 5.1 stays in the TokenList
+
+
+def test_round_trip_fixture_is_byte_identical():
+    out = io.StringIO()
+    write_conllu(read_conllu(MWT), out)
+    assert out.getvalue() == MWT.read_text(encoding="utf-8")
+
+
+@pytest.mark.skipif(not EWT_DEV.exists(), reason="UD_English-EWT not available")
+def test_round_trip_ewt_dev_is_byte_identical(tmp_path):
+    out = tmp_path / "dev.conllu"
+    write_conllu(read_conllu(EWT_DEV), out)
+    assert out.read_bytes() == EWT_DEV.read_bytes()
+
+
+def test_write_replaces_only_head_and_deprel(tmp_path):
+    sentences = read_conllu(MWT)
+    heads = [[0, 1, 4, 1, 4], [2, 0, 2, 2, 2, 5, 2]]
+    deprels = [["root", "dep", "det", "obj", "punct"], ["nsubj", "root"] + ["dep"] * 5]
+    out = tmp_path / "pred.conllu"
+    write_conllu(sentences, out, heads=heads, deprels=deprels)
+
+    for old, new in zip(MWT.read_text().split("\n"), out.read_text().split("\n"), strict=True):
+        old_columns, new_columns = old.split("\t"), new.split("\t")
+        if old_columns[0].isdigit():
+            assert new_columns[:6] + new_columns[8:] == old_columns[:6] + old_columns[8:]
+        else:
+            assert new == old  # comments, blank lines, 2-3 and 5.1
+    predicted = read_conllu(out)
+    assert [s.heads for s in predicted] == heads
+    assert [s.deprels for s in predicted] == deprels
+    assert sentences[0].heads == [0, 4, 4, 1, 1]  # the input is left alone
+
+
+def test_write_checks_prediction_lengths():
+    with pytest.raises(ValueError, match="2 heads for 5 words"):
+        write_conllu(read_conllu(MWT)[:1], io.StringIO(), heads=[[0, 1]])
+
+
+@pytest.mark.parametrize("lines, line, message", [
+    (with_line(1, "2\tdog\tdog\tNOUN\tNN\t_\t3\tnsubj\t_"), 3, "10 tab-separated columns"),
+    (with_line(1, "2\tdog\tdog\tNOUN\tNN\t_\tx\tnsubj\t_\t_"), 3, "HEAD 'x' is not an integer"),
+    (with_line(1, "2\tdog\tdog\tNOUN\tNN\t_\t4\tnsubj\t_\t_"), 3, r"HEAD 4 outside 0\.\.3"),
+    (with_line(1, "3\tdog\tdog\tNOUN\tNN\t_\t3\tnsubj\t_\t_"), 3, "word ID 3 where 2 was expected"),
+    (with_line(1, "2\tdog\tdog\tNOUN\tNN\t_\t_\tnsubj\t_\t_"), 3, "missing HEAD"),
+    (with_line(0, "1\tThe\tthe\tDET\tDT\t_\t0\tdet\t_\t_"), 1, "2 words attached to the root"),
+    (with_line(2, "3\tbarks\tbark\tVERB\tVBZ\t_\t1\troot\t_\t_"), 1, "cycle"),
+])
+def test_malformed_input_names_file_and_line(tmp_path, lines, line, message):
+    path = write(tmp_path / "bad.conllu", WORDS, lines)  # the broken sentence starts on line 6
+    with pytest.raises(ConlluError, match=message) as error:
+        read_conllu(path)
+    assert str(error.value).startswith(f"{path}:{5 + line}:")
+
+
+def test_empty_file_is_an_error(tmp_path):
+    path = tmp_path / "empty.conllu"
+    path.write_text("\n")
+    with pytest.raises(ConlluError, match=f"{path}:1: empty file"):
+        read_conllu(path)
+
+
+def test_without_trees_head_and_deprel_may_be_missing(tmp_path):
+    cycle = with_line(2, "3\tbarks\tbark\tVERB\tVBZ\t_\t1\troot\t_\t_")
+    no_tree = [line.replace("\t2\tdet\t", "\t_\t_\t") for line in WORDS]
+    sentences = read_conllu(write(tmp_path / "x.conllu", cycle, no_tree), trees=False)
+    assert [s.heads for s in sentences] == [None, None]
+    assert [s.deprels for s in sentences] == [None, None]
+
+
+def test_skip_invalid_trees_logs_the_count(tmp_path, caplog):
+    cycle = with_line(2, "3\tbarks\tbark\tVERB\tVBZ\t_\t1\troot\t_\t_")
+    path = write(tmp_path / "x.conllu", WORDS, cycle, WORDS)
+    with caplog.at_level(logging.WARNING):
+        sentences = read_conllu(path, on_invalid="skip")
+    assert [s.source for s in sentences] == [f"{path}:1", f"{path}:11"]
+    assert "skipped 1 sentences with invalid trees" in caplog.text
+
+
+def test_read_text(tmp_path):
+    path = tmp_path / "raw.txt"
+    path.write_text("The dog barks .\n  Cats\tsleep \n")
+    first, second = read_text(path)
+    assert (first.words, second.words) == (["The", "dog", "barks", "."], ["Cats", "sleep"])
+    assert first.upos == ["_"] * 4 and first.heads is None and first.deprels is None
+    assert not has_upos([first]) and has_upos(read_conllu(MWT))
+    assert second.source == f"{path}:2"
+    out = tmp_path / "parsed.conllu"
+    write_conllu([second], out, heads=[[2, 0]], deprels=[["nsubj", "root"]])
+    assert out.read_text() == ("# text = Cats sleep\n"
+                               "1\tCats\t_\t_\t_\t_\t2\tnsubj\t_\t_\n"
+                               "2\tsleep\t_\t_\t_\t_\t0\troot\t_\t_\n\n")
+
+
+def test_read_text_rejects_blank_lines(tmp_path):
+    path = tmp_path / "raw.txt"
+    path.write_text("a b\n\nc\n")
+    with pytest.raises(ConlluError, match=f"{path}:2: blank line"):
+        read_text(path)
+
+
+def test_vocab():
+    vocab = Vocab.from_iterable(["b", "a", "b", "<pad>"], specials=["<pad>", "<unk>"], unk="<unk>")
+    assert vocab.itos == ["<pad>", "<unk>", "a", "b"]
+    assert (vocab.index("b"), vocab.index("zzz"), len(vocab)) == (3, 1, 4)
+    assert Vocab.from_iterable(["x"]).index("y") == -100
+    assert Vocab.from_state_dict(vocab.state_dict()) == vocab
+    assert pickle.loads(pickle.dumps(vocab)).index("a") == 2
+
+
+def test_upos_and_label_vocab():
+    upos = build_upos_vocab()
+    assert len(upos) == 19 and upos.index("<pad>") == 0 and upos.index("_") == upos.index("<unk>")
+    labels = build_label_vocab(read_conllu(MWT))
+    assert "obl:arg" in labels and "obl" not in labels and "<unk>" not in labels
+
+
+def test_collate_follows_the_tensor_conventions(tmp_path):
+    sentences = read_conllu(MWT)
+    upos, labels = build_upos_vocab(), build_label_vocab(sentences[:1])
+    batch = collate(sentences, upos, labels, index=[7, 3])
+    assert batch.words == [s.words for s in sentences]
+    assert batch.lengths.tolist() == [5, 7]
+    assert batch.index.tolist() == [7, 3]
+    assert batch.upos.shape == batch.heads.shape == batch.labels.shape == (2, 8)
+    assert batch.heads[0].tolist() == [0, 0, 4, 4, 1, 1, 0, 0]
+    assert batch.upos[0, [0, 6, 7]].tolist() == [0, 0, 0]
+    assert batch.upos[1, 1] == upos.index("PROPN")
+    first_labels = [labels.index(d) for d in sentences[0].deprels]
+    assert batch.labels[0].tolist() == [-100, *first_labels, -100, -100]
+    # "nsubj", "conj" and "orphan" are not in the first sentence: unseen -> -100
+    assert batch.labels[1, [1, 5, 6]].tolist() == [-100] * 3
+    assert batch.labels[1, 2] == labels.index("root")
+
+    text = tmp_path / "raw.txt"
+    text.write_text("Cats sleep\n")
+    unlabeled = collate(read_text(text), upos, labels)
+    assert unlabeled.heads is None and unlabeled.labels is None
+    assert unlabeled.upos[0].tolist() == [0, upos.index("<unk>"), upos.index("<unk>")]
+
+
+def test_batch_moves_to_device_as_a_dataclass():
+    batch = move_data_to_device(collate(read_conllu(MWT), build_upos_vocab(), None), "cpu")
+    assert isinstance(batch, Batch) and batch.labels is None and batch.heads.shape == (2, 8)
+
+
+def test_bucket_sampler():
+    lengths = [5, 40, 3, 17, 3, 8, 90, 12, 5, 5, 22, 1]
+    sampler = BucketBatchSampler(lengths, batch_tokens=40, max_sentences=3)
+    batches = list(sampler)
+    assert sorted(i for batch in batches for i in batch) == list(range(len(lengths)))
+    assert len(sampler) == len(batches)
+    for batch in batches:
+        assert len(batch) <= 3
+        assert len(batch) == 1 or len(batch) * max(lengths[i] for i in batch) <= 40
+    assert [6] in batches  # longer than the budget: alone
+    assert list(sampler) == batches  # evaluation order is fixed
+
+    shuffled = BucketBatchSampler(lengths, batch_tokens=40, max_sentences=3, shuffle=True, seed=1)
+    epochs = [list(shuffled) for _ in range(3)]
+    for epoch in epochs:
+        assert len(epoch) == len(batches)
+        assert sorted(i for batch in epoch for i in batch) == list(range(len(lengths)))
+    assert epochs[0] != epochs[1] or epochs[1] != epochs[2]
+    again = BucketBatchSampler(lengths, batch_tokens=40, max_sentences=3, shuffle=True, seed=1)
+    assert list(again) == epochs[0]
+
+
+@pytest.fixture
+def treebank(tmp_path):
+    """A UD-style root with treebank UD_Tiny: the fixture as train, WORDS as dev and test."""
+    directory = tmp_path / "ud" / "UD_Tiny"
+    directory.mkdir(parents=True)
+    shutil.copy(MWT, directory / "xx_tiny-ud-train.conllu")
+    write(directory / "xx_tiny-ud-dev.conllu", WORDS)
+    write(directory / "xx_tiny-ud-test.conllu", WORDS, WORDS)
+    return tmp_path / "ud"
+
+
+def test_datamodule_labeled_only(treebank):
+    data = DependencyDataModule("UD_Tiny", root=str(treebank), batch_tokens=100)
+    data.setup("fit")
+    assert len(data.train_sentences) == 2 and not data.unlabeled_sentences
+    assert data.label_vocab == build_label_vocab(data.train_sentences)
+    batches = list(data.train_dataloader())
+    assert all(isinstance(b, Batch) for b in batches)
+    assert sorted(i for b in batches for i in b.index.tolist()) == [0, 1]
+    dev = next(iter(data.val_dataloader()))
+    expected = [data.label_vocab.index(d) for d in ("det", "nsubj", "root")]
+    assert dev.labels[0, 1:].tolist() == expected
+
+    data.setup("test")
+    assert len(data.test_sentences) == 2
+
+
+def test_datamodule_semi_supervised(treebank, tmp_path):
+    text = tmp_path / "extra.txt"
+    text.write_text("more words here\n")
+    data = DependencyDataModule("UD_Tiny", root=str(treebank), labeled_size=1, unlabeled=str(text),
+                                batch_tokens=6, max_batch_sentences=1)
+    data.setup("fit")
+    assert [s.words[0] for s in data.train_sentences] == ["Vamos"]
+    assert [s.words[0] for s in data.unlabeled_sentences] == ["Sue", "more"]
+    assert all(s.heads is None for s in data.unlabeled_sentences)
+    assert data.label_vocab == build_label_vocab(data.train_sentences)
+    assert not data.has_upos  # the text file has no tags
+
+    loader = data.train_dataloader()
+    assert isinstance(loader, CombinedLoader)
+    steps = list(loader)
+    assert len(steps) == 2  # the longer (unlabeled) side sets the length
+    for step, _, _ in steps:
+        assert step["labeled"].heads is not None
+        assert step["unlabeled"].heads is None and step["unlabeled"].labels is None
+
+    data = DependencyDataModule("UD_Tiny", root=str(treebank), labeled_size=1)
+    data.setup("fit")
+    assert data.has_upos
+
+
+def test_datamodule_state_dict_and_predict(treebank, tmp_path):
+    trained = DependencyDataModule("UD_Tiny", root=str(treebank))
+    trained.setup("fit")
+    text = tmp_path / "in.txt"
+    text.write_text("a b c\nd\n")
+    restored = DependencyDataModule("UD_Tiny", root=str(treebank), predict=str(text))
+    restored.load_state_dict(trained.state_dict())
+    assert restored.label_vocab == trained.label_vocab
+    restored.setup("predict")
+    batch = next(iter(restored.predict_dataloader()))
+    assert sorted(batch.index.tolist()) == [0, 1] and batch.heads is None
+
+
+def test_datamodule_missing_files_suggest_fetch(tmp_path):
+    data = DependencyDataModule("UD_Nowhere", root=str(tmp_path))
+    with pytest.raises(FileNotFoundError) as error:
+        data.setup("fit")
+    message = str(error.value)
+    assert str(tmp_path / "UD_Nowhere" / "*-ud-train.conllu") in message
+    assert "python -m parser.fetch UD_Nowhere" in message
+
+
+def test_fetch_fails_fast_offline(tmp_path, capsys):
+    with mock.patch("parser.fetch.urlopen", side_effect=URLError("no network")) as urlopen:
+        with pytest.raises(fetch.FetchError, match="could not reach .*no network.*manually into"):
+            fetch.fetch("UD_English-EWT", root=tmp_path)
+        assert urlopen.call_args.kwargs["timeout"] <= 10
+        with pytest.raises(SystemExit) as exit_:
+            fetch.main(["UD_English-EWT", "--root", str(tmp_path)])
+    assert str(tmp_path / "UD_English-EWT") in str(exit_.value.code)
+    assert not (tmp_path / "UD_English-EWT").exists()

@@ -1,0 +1,54 @@
+from pathlib import Path
+
+import pytest
+
+from parser.evaluate import evaluate, main, scores
+
+MWT = Path(__file__).parent / "fixtures" / "mwt_empty.conllu"
+
+WORDS = ["She", "saw", "the", "cat", "quickly", "."]
+GOLD = [(2, "nsubj"), (0, "root"), (4, "det"), (2, "obj"), (2, "advmod"), (2, "punct")]
+# Word by word: subtype only (right for LAS), right, label wrong (det -> amod, now a
+# content word), head wrong, label wrong (advmod -> mark, no longer content), label wrong
+# (punct -> discourse, now content).
+PRED = [(2, "nsubj:pass"), (0, "root"), (4, "amod"), (5, "obj"), (2, "mark"), (2, "discourse")]
+
+
+def write(path, arcs, words=WORDS):
+    lines = [f"{i}\t{word}\t_\t_\t_\t_\t{head}\t{deprel}\t_\t_"
+             for i, (word, (head, deprel)) in enumerate(zip(words, arcs, strict=True), 1)]
+    path.write_text("# sent_id = 1\n" + "\n".join(lines) + "\n\n", encoding="utf-8")
+    return path
+
+
+def test_identical_files_score_100():
+    assert evaluate(MWT, MWT) == {"uas": 100.0, "las": 100.0, "clas": 100.0}
+
+
+def test_hand_computed_scores(tmp_path):
+    gold, pred = write(tmp_path / "gold.conllu", GOLD), write(tmp_path / "pred.conllu", PRED)
+    result = scores(gold, pred)
+    # heads right: 1 2 3 5 6; heads and universal labels right: 1 2
+    assert (result["uas"].correct, result["las"].correct) == (5, 2)
+    assert evaluate(gold, pred)["uas"] == pytest.approx(500 / 6)
+    assert evaluate(gold, pred)["las"] == pytest.approx(200 / 6)
+    # content words: gold 1 2 4 5, system 1 2 3 4 6; correct 1 2
+    clas = result["clas"]
+    assert (clas.correct, clas.gold, clas.system) == (2, 4, 5)
+    assert clas.precision == pytest.approx(40.0)
+    assert clas.recall == pytest.approx(50.0)
+    assert clas.f1 == pytest.approx(400 / 9)
+
+
+def test_different_words_name_file_and_line(tmp_path):
+    gold = write(tmp_path / "gold.conllu", GOLD)
+    pred = write(tmp_path / "pred.conllu", GOLD, words=["She", "saw", "a", "cat", "quickly", "."])
+    with pytest.raises(ValueError, match=f"{pred}:1: word 3 is 'a' but {gold}:1 has 'the'"):
+        evaluate(gold, pred)
+
+
+def test_cli_prints_a_table(tmp_path, capsys):
+    main([str(write(tmp_path / "g.conllu", GOLD)), str(write(tmp_path / "p.conllu", PRED))])
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split("|")[0].strip() == "Metric"
+    assert lines[-1].split() == ["CLAS", "|", "40.00", "|", "50.00", "|", "44.44"]

@@ -1,0 +1,73 @@
+import pytest
+import torch
+
+from parser.metrics import AttachmentScore, universal_index
+
+LABELS = ["nmod", "nmod:poss", "obj", "root", "acl:relcl"]
+
+
+def test_universal_index():
+    assert universal_index(LABELS) == [0, 0, 1, 2, 3]
+
+
+def random_batch(generator, batch=4, longest=7):
+    lengths = torch.randint(1, longest + 1, (batch,), generator=generator)
+    lengths[0] = longest
+    shape = (batch, longest + 1)
+    gold_heads = torch.randint(0, longest + 1, shape, generator=generator)
+    pred_heads = torch.where(torch.rand(shape, generator=generator) < 0.6, gold_heads,
+                             torch.randint(0, longest + 1, shape, generator=generator))
+    gold_labels = torch.randint(0, len(LABELS), shape, generator=generator)
+    gold_labels[torch.rand(shape, generator=generator) < 0.1] = -100  # unseen in training
+    pred_labels = torch.randint(0, len(LABELS), shape, generator=generator)
+    return pred_heads, pred_labels, gold_heads, gold_labels, lengths
+
+
+def direct_scores(batches, universal):
+    words = heads = labeled = 0
+    for pred_heads, pred_labels, gold_heads, gold_labels, lengths in batches:
+        for b, n in enumerate(lengths.tolist()):
+            for m in range(1, n + 1):
+                head_ok = pred_heads[b, m] == gold_heads[b, m]
+                gold = gold_labels[b, m].item()
+                label_ok = gold != -100 and universal[gold] == universal[pred_labels[b, m].item()]
+                words += 1
+                heads += bool(head_ok)
+                labeled += bool(head_ok and label_ok)
+    return 100 * heads / words, 100 * labeled / words
+
+
+def test_matches_a_direct_computation():
+    generator = torch.Generator().manual_seed(0)
+    batches = [random_batch(generator) for _ in range(3)]
+    universal = universal_index(LABELS)
+    metric = AttachmentScore(universal)
+    for batch in batches:
+        metric.update(*batch)
+    result = metric.compute()
+    uas, las = direct_scores(batches, universal)
+    assert result["uas"].item() == pytest.approx(uas)
+    assert result["las"].item() == pytest.approx(las)
+    assert 0 < las < uas < 100
+
+
+def test_subtypes_count_as_equal_and_unseen_gold_labels_as_wrong():
+    heads = torch.tensor([[0, 2, 0, 2]])
+    gold = torch.tensor([[-100, 0, 3, -100]])  # nmod, root, unseen
+    pred = torch.tensor([[0, 1, 3, 0]])  # nmod:poss, root, nmod
+    lengths = torch.tensor([3])
+    with_universal, exact = AttachmentScore(universal_index(LABELS)), AttachmentScore()
+    for metric in (with_universal, exact):
+        metric.update(heads, pred, heads, gold, lengths)
+    assert with_universal.compute()["las"].item() == pytest.approx(200 / 3)
+    assert exact.compute()["las"].item() == pytest.approx(100 / 3)
+
+
+def test_padding_is_ignored_and_labels_are_optional():
+    gold_heads = torch.tensor([[0, 0, 1, 0, 0], [0, 2, 0, 2, 3]])
+    pred_heads = torch.tensor([[0, 0, 2, 4, 4], [0, 2, 0, 1, 3]])
+    metric = AttachmentScore()
+    metric.update(pred_heads, None, gold_heads, None, torch.tensor([2, 4]))
+    result = metric.compute()
+    assert list(result) == ["uas"]
+    assert result["uas"].item() == pytest.approx(100 * 4 / 6)
