@@ -117,6 +117,7 @@ class WordEncoder(nn.Module):
         if self.window < 1 or self.max_length > limit:
             raise ValueError(f"max_length={max_length}: need room for subwords and <= {limit}")
         self.stride = min(stride, self.window // 2)
+        self.train()  # from_pretrained returns eval mode; modules start in training mode
 
     @property
     def hidden_size(self) -> int:

@@ -1,0 +1,236 @@
+"""The Lightning module: encoder + biaffine scorer, trained with any objective."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from lightning.pytorch import LightningModule
+from torch import Tensor
+
+from objectives.likelihood import Likelihood
+from objectives.mtt import marginals as arc_marginals
+from objectives.objective import Objective, Scores
+
+from .biaffine import BiaffineScorer
+from .data import Batch, Sentence, build_upos_vocab, collate, Vocab
+from .decode import mst, mst_labels
+from .encoder import WordEncoder
+from .metrics import AttachmentScore, universal_index
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Parse:
+    """One parsed sentence: ``heads[i]``/``labels[i]`` for word i+1; ``marginals`` ``(n+1, n+1)``."""
+
+    words: list[str]
+    heads: list[int]
+    labels: list[str]
+    marginals: Tensor | None = None
+
+
+class Parser(LightningModule):
+    """Graph-based dependency parser.
+
+    Args:
+        encoder: transformers model name or path (see ``parser.encoder.resolve_model_path``).
+        pooling: subword pooling, ``first`` or ``mean``.
+        arc_size, label_size, dropout: biaffine MLP sizes and dropout.
+        supervised: the objective on labeled batches (default: tree likelihood); ``None``
+            for none.
+        unsupervised: the objective on unlabeled batches (entropy, KL, GE, ...), applied to
+            the labeled batch's words when there is no unlabeled data.
+        unsupervised_weight: lambda in ``loss = supervised + lambda * unsupervised``.
+        unsupervised_warmup: steps over which lambda ramps up linearly from 0.
+        teacher: checkpoint of this framework whose scores the unsupervised objective
+            needs (distillation). It is frozen and not saved in this model's checkpoints.
+        multiroot: decode (and score) multi-root trees instead of single-root ones.
+        lr, encoder_lr, weight_decay, warmup_steps: AdamW with linear warm-up then linear
+            decay to 0 over the run (``trainer.max_steps`` or the epochs' steps).
+        labels: the label vocabulary; set from the data module when training starts and
+            saved with the checkpoint.
+    """
+
+    def __init__(
+        self,
+        encoder: str = "all-MiniLM-L6-v2",
+        pooling: str = "first",
+        arc_size: int = 500,
+        label_size: int = 100,
+        dropout: float = 0.33,
+        supervised: Objective | None = None,
+        unsupervised: Objective | None = None,
+        unsupervised_weight: float = 1.0,
+        unsupervised_warmup: int = 0,
+        teacher: str | None = None,
+        multiroot: bool = False,
+        lr: float = 2e-3,
+        encoder_lr: float = 5e-5,
+        weight_decay: float = 0.01,
+        warmup_steps: int = 200,
+        labels: list[str] | None = None,
+    ):
+        super().__init__()
+        self.save_hyperparameters(ignore=["supervised", "unsupervised"])
+        self.encoder = WordEncoder(encoder, pooling=pooling)
+        self.supervised = Likelihood() if supervised is None and unsupervised is None else supervised
+        self.unsupervised = unsupervised
+        self.scorer: BiaffineScorer | None = None
+        self.upos_vocab = build_upos_vocab()
+        self._teacher: list[Parser] = []  # a list keeps the teacher out of state_dict and .parameters()
+        if labels is not None:
+            self._build_labels(labels)
+
+    # ----------------------------------------------------------------- setup
+    def _build_labels(self, labels: list[str]) -> None:
+        self.label_vocab = Vocab(labels)
+        self.hparams["labels"] = list(labels)
+        self.scorer = BiaffineScorer(
+            self.encoder.hidden_size, len(labels), self.hparams.arc_size, self.hparams.label_size, self.hparams.dropout
+        )
+        universal = universal_index(labels)
+        self.val_metric = AttachmentScore(universal)
+        self.test_metric = AttachmentScore(universal)
+
+    def setup(self, stage: str) -> None:
+        datamodule = getattr(self.trainer, "datamodule", None)
+        if self.scorer is None:
+            if datamodule is None or datamodule.label_vocab is None:
+                raise RuntimeError("the parser needs a label vocabulary: train with a DependencyDataModule")
+            self._build_labels(datamodule.label_vocab.itos)
+        elif datamodule is not None:
+            datamodule.label_vocab = self.label_vocab  # evaluate with the checkpoint's labels
+        for objective in (self.supervised, self.unsupervised):
+            if objective is not None and hasattr(objective, "bind"):
+                objective.bind(self.upos_vocab.itos)
+        if self.unsupervised is not None and self.unsupervised.needs_upos and datamodule is not None:
+            if datamodule.unlabeled_sentences and not datamodule.has_upos:
+                raise ValueError(
+                    f"{type(self.unsupervised).__name__} needs UPOS tags on the unlabeled sentences, "
+                    "but they have none (plain text?): give tagged CoNLL-U via --data.unlabeled"
+                )
+        if self.unsupervised is not None and self.unsupervised.needs_teacher and not self.hparams.teacher:
+            raise ValueError(f"{type(self.unsupervised).__name__} needs a teacher: pass --model.teacher PATH.ckpt")
+        if self.hparams.teacher and not self._teacher:
+            teacher = Parser.load(self.hparams.teacher)
+            teacher.requires_grad_(False)
+            self._teacher.append(teacher)
+
+    # ----------------------------------------------------------------- scoring
+    def forward(self, words: list[list[str]]) -> Scores:
+        """Scores of a batch of word lists: arcs ``(B, N+1, N+1)``, labels ``(B, N+1, N+1, L)``."""
+        return self.scorer(self.encoder(words))
+
+    @torch.no_grad()
+    def teacher_scores(self, batch: Batch) -> Scores:
+        teacher = self._teacher[0].to(self.device).eval()
+        scores = teacher(batch.words)
+        same_labels = teacher.label_vocab.itos == self.label_vocab.itos
+        return Scores(scores.arcs, scores.labels if same_labels else None)
+
+    def decode(self, scores: Scores, lengths: Tensor) -> tuple[Tensor, Tensor]:
+        """Best single-root (or multi-root) tree and the best label of each of its arcs."""
+        heads = mst(scores.arcs, lengths, self.hparams.multiroot)
+        return heads, mst_labels(scores.labels, heads, lengths)
+
+    # ----------------------------------------------------------------- training
+    def training_step(self, batch: Batch | dict[str, Batch], batch_idx: int) -> Tensor:
+        labeled, unlabeled = (batch["labeled"], batch["unlabeled"]) if isinstance(batch, dict) else (batch, None)
+        losses = {}
+        if self.supervised is not None:
+            self.supervised.global_step = self.global_step
+            losses["supervised"] = self.supervised(self(labeled.words), labeled)
+        if self.unsupervised is not None:
+            raw = unlabeled if unlabeled is not None else labeled
+            self.unsupervised.global_step = self.global_step
+            teacher = self.teacher_scores(raw) if self.unsupervised.needs_teacher else None
+            losses["unsupervised"] = self.unsupervised(self(raw.words), raw, teacher)
+        warmup = self.hparams.unsupervised_warmup
+        weight = self.hparams.unsupervised_weight * (min(1.0, self.global_step / warmup) if warmup else 1.0)
+        loss = losses.get("supervised", 0.0) + weight * losses.get("unsupervised", 0.0)
+        size = labeled.lengths.shape[0]
+        self.log("train/loss", loss, prog_bar=True, batch_size=size)
+        for name, value in losses.items():
+            self.log(f"train/{name}", value, batch_size=size)
+        return loss
+
+    def _evaluate(self, batch: Batch, metric: AttachmentScore) -> None:
+        scores = self(batch.words)
+        heads, labels = self.decode(scores, batch.lengths)
+        metric.update(heads, labels, batch.heads, batch.labels, batch.lengths)
+
+    def validation_step(self, batch: Batch, batch_idx: int) -> None:
+        self._evaluate(batch, self.val_metric)
+
+    def on_validation_epoch_end(self) -> None:
+        self._log_metric(self.val_metric, "val")
+
+    def test_step(self, batch: Batch, batch_idx: int) -> None:
+        self._evaluate(batch, self.test_metric)
+
+    def on_test_epoch_end(self) -> None:
+        self._log_metric(self.test_metric, "test")
+
+    def _log_metric(self, metric: AttachmentScore, prefix: str) -> None:
+        self.log_dict({f"{prefix}/{k}": v for k, v in metric.compute().items()}, prog_bar=True)
+        metric.reset()
+
+    def predict_step(self, batch: Batch, batch_idx: int) -> list[tuple[int, list[int], list[str]]]:
+        """``(sentence index, heads, labels)`` per sentence, for writing CoNLL-U back in order."""
+        heads, labels = self.decode(self(batch.words), batch.lengths)
+        out = []
+        for i, n in enumerate(batch.lengths.tolist()):
+            out.append((int(batch.index[i]), heads[i, 1 : n + 1].tolist(), [self.label_vocab.itos[l] for l in labels[i, 1 : n + 1].tolist()]))
+        return out
+
+    def configure_optimizers(self):
+        encoder = [p for p in self.encoder.parameters() if p.requires_grad]
+        rest = [p for n, p in self.named_parameters() if p.requires_grad and not n.startswith("encoder.")]
+        optimizer = torch.optim.AdamW(
+            [{"params": rest, "lr": self.hparams.lr}, {"params": encoder, "lr": self.hparams.encoder_lr}],
+            betas=(0.9, 0.9),
+            weight_decay=self.hparams.weight_decay,
+        )
+        total = max(int(self.trainer.estimated_stepping_batches), 1)
+        warmup = min(self.hparams.warmup_steps, total // 2)
+
+        def schedule(step: int) -> float:
+            if step < warmup:
+                return (step + 1) / warmup
+            return max(0.0, (total - step) / max(total - warmup, 1))
+
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+
+    # ----------------------------------------------------------------- inference API
+    @classmethod
+    def load(cls, checkpoint: str | Path, map_location: str | torch.device = "cpu") -> "Parser":
+        """A trained parser from a checkpoint, in eval mode."""
+        return cls.load_from_checkpoint(checkpoint, map_location=map_location).eval()
+
+    @torch.no_grad()
+    def parse(self, sentences: list[list[str]], batch_size: int = 32, marginals: bool = False) -> list[Parse]:
+        """Parse pre-tokenised sentences: heads, labels and, on request, arc marginals."""
+        self.eval()
+        order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))  # similar lengths batch well
+        parses: list[Parse | None] = [None] * len(sentences)
+        for start in range(0, len(order), batch_size):
+            ids = order[start : start + batch_size]
+            chunk = [Sentence(list(sentences[i]), ["_"] * len(sentences[i]), None, None, None, "parse()") for i in ids]
+            batch = collate(chunk, self.upos_vocab, None)
+            lengths = batch.lengths.to(self.device)
+            scores = self(batch.words)
+            heads, labels = self.decode(scores, lengths)
+            mu = arc_marginals(scores.arcs, lengths, self.hparams.multiroot) if marginals else None
+            for i, n in enumerate(batch.lengths.tolist()):
+                parses[ids[i]] = Parse(
+                    words=list(batch.words[i]),
+                    heads=heads[i, 1 : n + 1].tolist(),
+                    labels=[self.label_vocab.itos[l] for l in labels[i, 1 : n + 1].tolist()],
+                    marginals=None if mu is None else mu[i, : n + 1, : n + 1].cpu(),
+                )
+        return parses

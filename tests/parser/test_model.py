@@ -1,0 +1,93 @@
+"""The parser end to end on a tiny random BERT: train steps, checkpoint, parse, CoNLL-U round trip."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+import torch
+from lightning.pytorch import Trainer, seed_everything
+
+from objectives.likelihood import Likelihood
+from parser.data import DependencyDataModule, read_conllu
+from parser.evaluate import evaluate
+from parser.model import Parser
+from parser.predict import predict
+
+EWT = "UD_English-EWT/en_ewt-ud-dev.conllu"
+
+
+@pytest.fixture()
+def small_treebank(ud_dir: Path, tmp_path: Path) -> Path:
+    """The first 40 sentences of EWT dev as train, dev and test files."""
+    text = (ud_dir / EWT).read_text(encoding="utf-8")
+    blocks = text.split("\n\n")[:40]
+    path = tmp_path / "small.conllu"
+    path.write_text("\n\n".join(blocks) + "\n\n", encoding="utf-8")
+    return path
+
+
+def _trainer(tmp_path: Path, steps: int) -> Trainer:
+    return Trainer(
+        max_steps=steps,
+        default_root_dir=tmp_path,
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        num_sanity_val_steps=0,
+        limit_val_batches=1,
+        check_val_every_n_epoch=1,
+    )
+
+
+def test_fit_checkpoint_parse_round_trip(tiny_bert_dir, small_treebank, tmp_path):
+    seed_everything(0)
+    data = DependencyDataModule(treebank=None, train=str(small_treebank), dev=str(small_treebank),
+                                test=str(small_treebank), batch_tokens=400)
+    model = Parser(encoder=str(tiny_bert_dir), arc_size=32, label_size=16, lr=5e-3, warmup_steps=2,
+                   supervised=Likelihood())
+    trainer = _trainer(tmp_path, steps=12)
+    trainer.fit(model, data)
+    assert "val/uas" in trainer.callback_metrics and "val/las" in trainer.callback_metrics
+    loss = float(trainer.callback_metrics["train/loss"])
+    assert math.isfinite(loss)
+
+    ckpt = tmp_path / "model.ckpt"
+    trainer.save_checkpoint(ckpt)
+    loaded = Parser.load(ckpt)
+    assert loaded.label_vocab.itos == model.label_vocab.itos
+
+    parses = loaded.parse([["The", "dog", "barks", "."], ["Hi"]], marginals=True)
+    assert [len(p.heads) for p in parses] == [4, 1]
+    assert parses[1].heads == [0]
+    assert sum(h == 0 for h in parses[0].heads) == 1
+    assert torch.allclose(parses[0].marginals[:, 1:].sum(0), torch.ones(4), atol=1e-5)
+
+    out = tmp_path / "pred.conllu"
+    predict(str(ckpt), str(small_treebank), str(out), batch_size=8, device="cpu")
+    gold, pred = read_conllu(small_treebank), read_conllu(out)
+    assert [s.words for s in gold] == [s.words for s in pred]
+    assert [s.upos for s in gold] == [s.upos for s in pred]
+    scores = evaluate(small_treebank, out)
+    assert 0 <= scores["las"] <= scores["uas"] <= 100
+
+
+def test_training_decreases_the_loss(tiny_bert_dir, small_treebank):
+    """A few optimiser steps on one batch lower the supervised loss (finite throughout)."""
+    seed_everything(0)
+    data = DependencyDataModule(treebank=None, train=str(small_treebank), dev=str(small_treebank), batch_tokens=300)
+    data.setup("fit")
+    model = Parser(encoder=str(tiny_bert_dir), arc_size=32, label_size=16, dropout=0.0,
+                   labels=data.label_vocab.itos)
+    batch = next(iter(data.val_dataloader()))
+    optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
+    losses = []
+    for _ in range(15):
+        loss = model.supervised(model(batch.words), batch)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    assert all(math.isfinite(x) for x in losses)
+    assert losses[-1] < 0.7 * losses[0]
