@@ -8,8 +8,14 @@ objective.
 """
 
 from .distribution import TreeCRF
+from .entropy_regularizer import EntropyRegularizer
 from .expectations import covariance, cross_entropy, entropy, expectation, kl_divergence, renyi_entropy, second_order
+from .ge import Constraint, GeneralizedExpectation, estimate_targets, load_constraints
+from .kl import Distillation
+from .likelihood import Likelihood
 from .mtt import log_partition, marginals
+from .objective import Objective, Scores
+from .risk import Risk
 
 __all__ = [
     "TreeCRF",
@@ -22,4 +28,23 @@ __all__ = [
     "cross_entropy",
     "kl_divergence",
     "renyi_entropy",
+    "Objective",
+    "Scores",
+    "Likelihood",
+    "Risk",
+    "EntropyRegularizer",
+    "Distillation",
+    "GeneralizedExpectation",
+    "Constraint",
+    "load_constraints",
+    "estimate_targets",
+    "OBJECTIVES",
 ]
+
+OBJECTIVES: dict[str, type[Objective]] = {
+    "likelihood": Likelihood,
+    "risk": Risk,
+    "entropy": EntropyRegularizer,
+    "kl": Distillation,
+    "ge": GeneralizedExpectation,
+}

@@ -64,8 +64,8 @@ class TreeCRF(Distribution):
         mask = arc_mask(self.lengths, self.scores.shape[1] - 1)
         words = mask.any(1)  # (B, N+1): real words
         heads = heads.masked_fill(~words, 0)
-        chosen = self.scores.gather(1, heads[:, None, :, None] if self.labeled else heads[:, None, :])
-        chosen = chosen.squeeze(1)
+        index = heads[:, None, :, None].expand(-1, 1, -1, self.scores.shape[-1]) if self.labeled else heads[:, None, :]
+        chosen = self.scores.gather(1, index).squeeze(1)  # (B, N+1[, L]): scores of the chosen arcs
         if self.labeled:
             chosen = chosen.gather(-1, labels.masked_fill(~words, 0)[:, :, None]).squeeze(-1)
         total = chosen.masked_fill(~words, 0).sum(-1)

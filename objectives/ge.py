@@ -1,0 +1,246 @@
+"""Generalized expectation (GE) criteria on dependency arcs (Druck et al. 2009; Naseem et al. 2010).
+
+A :class:`Constraint` says how often a word of tag ``child`` should attach to a word of tag
+``parent`` (or to the root). Its feature fires on an arc h -> m when
+``upos[h] == parent`` (``h == 0`` for ``"root"``), ``upos[m] == child`` and, if a direction
+is given, the child is on that side of its head. The model's rate is the expected number
+of such arcs in the batch over the number of ``child`` words in it,
+``p_k = E[sum_e f_k(e)] / #child_k``, an estimate of ``p(parent | child)``; the loss
+penalises its distance to the target. Rules files are YAML (see
+``configs/rules/naseem_ud.yaml`` for the format).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal, NamedTuple
+
+import torch
+import yaml
+from torch import Tensor
+from torch.autograd.function import once_differentiable
+
+from ._common import full_precision
+from .expectations import covariance_with_arcs, expectation
+from .mtt import arc_mask
+from .objective import Objective, Scores, TreeBatch
+
+__all__ = ["UPOS_TAGS", "ROOT", "Constraint", "load_constraints", "estimate_targets", "GeneralizedExpectation"]
+
+UPOS_TAGS = (
+    "ADJ", "ADP", "ADV", "AUX", "CCONJ", "DET", "INTJ", "NOUN", "NUM",
+    "PART", "PRON", "PROPN", "PUNCT", "SCONJ", "SYM", "VERB", "X",
+)  # fmt: skip
+ROOT = "root"
+_ROOT_ID = -1  # parent id of a root constraint: never a vocabulary index
+_DIRECTIONS = {None: 0, "left": -1, "right": 1}  # the sign of (child - head) a constraint asks for
+_EPS = 1e-6  # rates and targets are clamped to [eps, 1 - eps] inside the Bernoulli KL
+NO_UPOS = (
+    "GeneralizedExpectation needs UPOS tags, but the batch has none (all padding or unknown): "
+    "train it on tagged unlabeled text (CoNLL-U with a UPOS column)"
+)
+
+
+@dataclass(frozen=True)
+class Constraint:
+    """A target for ``p(parent | child)``: the share of ``child`` words headed by ``parent``.
+
+    Attributes:
+        parent: a UD UPOS tag, or ``"root"`` for the artificial root.
+        child: a UD UPOS tag.
+        target: the target rate in [0, 1].
+        direction: ``"left"`` (the child precedes its head), ``"right"`` (it follows its
+            head) or ``None`` (either side).
+    """
+
+    parent: str
+    child: str
+    target: float
+    direction: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.parent != ROOT and self.parent not in UPOS_TAGS:
+            raise ValueError(f"parent must be a UPOS tag or {ROOT!r}, got {self.parent!r}")
+        if self.child not in UPOS_TAGS:
+            raise ValueError(f"child must be a UPOS tag, got {self.child!r}")
+        if self.direction not in _DIRECTIONS:
+            raise ValueError(f"direction must be 'left', 'right' or None, got {self.direction!r}")
+        if not 0 <= self.target <= 1:
+            raise ValueError(f"target must lie in [0, 1], got {self.target}")
+
+
+def load_constraints(path: str | Path) -> list[Constraint]:
+    """Read a YAML rules file: a mapping with a ``constraints`` list of Constraint fields."""
+    rules = yaml.safe_load(Path(path).read_text())
+    if not isinstance(rules, dict) or not isinstance(rules.get("constraints"), list):
+        raise ValueError(f"{path}: expected a mapping with a 'constraints' list")
+    return [Constraint(**rule) for rule in rules["constraints"]]
+
+
+class _Ids(NamedTuple):
+    """Constraints as ``(K,)`` long tensors: parent tag ids (``_ROOT_ID`` for root), child tag
+    ids, and the sign of (child - head) they ask for (0: either)."""
+
+    parent: Tensor
+    child: Tensor
+    direction: Tensor
+
+
+def _compile(constraints: Sequence[Constraint], upos_vocab: Sequence[str], device: torch.device | None) -> _Ids:
+    index = {tag: i for i, tag in enumerate(upos_vocab)}
+    missing = {c.child for c in constraints} | {c.parent for c in constraints if c.parent != ROOT}
+    missing -= index.keys()
+    if missing:
+        raise ValueError(f"UPOS tags {sorted(missing)} of the constraints are not in the UPOS vocabulary {upos_vocab}")
+    parent = [_ROOT_ID if c.parent == ROOT else index[c.parent] for c in constraints]
+    child = [index[c.child] for c in constraints]
+    direction = [_DIRECTIONS[c.direction] for c in constraints]
+    return _Ids(*(torch.tensor(ids, dtype=torch.long, device=device) for ids in (parent, child, direction)))
+
+
+def _child_match(ids: _Ids, upos: Tensor, lengths: Tensor) -> Tensor:
+    """``[word m has tag child_k]``: ``(B, N+1)`` tags -> ``(B, N+1, K)`` bool (False off words)."""
+    words = arc_mask(lengths, upos.shape[1] - 1).any(1)
+    return (upos[..., None] == ids.child) & words[..., None]
+
+
+def _fires(ids: _Ids, parent_tags: Tensor, child: Tensor, head: Tensor, position: Tensor) -> Tensor:
+    """``f_k`` on arcs head -> position: broadcastable ``(...)`` head tags and positions,
+    ``child`` ``(..., K)`` from :func:`_child_match` -> ``(..., K)`` bool."""
+    parent = torch.where(ids.parent == _ROOT_ID, (head == 0)[..., None], parent_tags[..., None] == ids.parent)
+    side = (ids.direction == 0) | (ids.direction == (position - head).sign()[..., None])
+    return parent & child & side
+
+
+def estimate_targets(
+    constraints: Sequence[Constraint], heads: Tensor, upos: Tensor, lengths: Tensor, upos_vocab: Sequence[str]
+) -> Tensor:
+    """Each constraint's rate in gold trees: ``(K,)`` float64, NaN where the child tag is absent.
+
+    Args: ``heads``, ``upos`` ``(B, N+1)`` long (``upos`` indexes ``upos_vocab``), ``lengths`` ``(B,)``.
+    """
+    ids = _compile(constraints, upos_vocab, upos.device)
+    child = _child_match(ids, upos, lengths)
+    position = torch.arange(upos.shape[1], device=upos.device)
+    fires = _fires(ids, upos.gather(1, heads), child, heads, position)
+    return fires.sum((0, 1)).double() / child.sum((0, 1)).double()
+
+
+class _CovarianceGradient(torch.autograd.Function):
+    """Returns a precomputed penalty; its gradient w.r.t. the arc scores is ``Cov(r, 1_e)`` (T2, R = 1)."""
+
+    @staticmethod
+    def forward(ctx, arcs: Tensor, value: Tensor, r: Tensor, lengths: Tensor, multiroot: bool) -> Tensor:
+        ctx.save_for_backward(arcs, r, lengths)
+        ctx.multiroot = multiroot
+        return value.clone()
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad: Tensor):
+        arcs, r, lengths = ctx.saved_tensors
+        per_arc = covariance_with_arcs(arcs, lengths, r, ctx.multiroot, validate=False)[:, 0]
+        return grad * per_arc, None, None, None, None
+
+
+class GeneralizedExpectation(Objective):
+    """GE penalty pulling the model's attachment rates ``p_k`` towards the constraints' targets.
+
+    ``squared``: ``sum_k (p_k - t_k)^2``; ``kl``: ``sum_k KL(Bernoulli(t_k) || Bernoulli(p_k))``
+    with ``p_k`` and ``t_k`` clamped to ``[1e-6, 1 - 1e-6]``. Constraints whose child tag does not
+    occur in the batch are masked out (no host sync).
+
+    Gradient routes (equal up to rounding): ``"reverse"`` differentiates through the T1
+    expectation (autograd, O(N^3)). ``"t2"`` computes the rates without a graph and gives
+    the arc scores the gradient ``Cov(r, 1_e)`` with ``r = sum_k dPenalty/dp_k f_k / #child_k``
+    (:func:`~objectives.expectations.covariance_with_arcs`, R = 1), the covariance view of
+    Druck & Smith (2009).
+
+    Args:
+        constraints: :class:`Constraint` objects (or their fields as dicts), or the path of
+            a YAML rules file.
+        penalty: ``"squared"`` or ``"kl"``.
+        gradient: ``"reverse"`` or ``"t2"``.
+        upos_vocab: the UPOS vocabulary (index -> tag) of ``batch.upos``; else call
+            :meth:`bind` before the first batch.
+        multiroot: multi-root trees instead of single-root ones.
+    """
+
+    needs_upos = True
+
+    def __init__(
+        self,
+        constraints: str | Path | Sequence[Constraint | dict],
+        penalty: Literal["squared", "kl"] = "squared",
+        gradient: Literal["reverse", "t2"] = "reverse",
+        upos_vocab: Sequence[str] | None = None,
+        multiroot: bool = False,
+    ) -> None:
+        super().__init__()
+        if isinstance(constraints, (str, Path)):
+            constraints = load_constraints(constraints)
+        self.constraints = [c if isinstance(c, Constraint) else Constraint(**c) for c in constraints]
+        if not self.constraints:
+            raise ValueError("GeneralizedExpectation needs at least one constraint")
+        if penalty not in ("squared", "kl"):
+            raise ValueError(f"penalty must be 'squared' or 'kl', got {penalty!r}")
+        if gradient not in ("reverse", "t2"):
+            raise ValueError(f"gradient must be 'reverse' or 't2', got {gradient!r}")
+        self.penalty = penalty
+        self.gradient = gradient
+        self.multiroot = multiroot
+        self.register_buffer("targets", torch.tensor([c.target for c in self.constraints]), persistent=False)
+        for name in ("parent_ids", "child_ids", "directions", "tagged_ids"):
+            self.register_buffer(name, None, persistent=False)
+        self._upos_checked = False
+        if upos_vocab is not None:
+            self.bind(upos_vocab)
+
+    def bind(self, upos_vocab: Sequence[str]) -> None:
+        """Map the constraints' tags to the indices of ``upos_vocab`` (index -> tag)."""
+        device = self.targets.device
+        self.parent_ids, self.child_ids, self.directions = _compile(self.constraints, upos_vocab, device)
+        tagged = [i for i, tag in enumerate(upos_vocab) if tag in UPOS_TAGS]
+        self.tagged_ids = torch.tensor(tagged, dtype=torch.long, device=device)
+
+    def forward(self, scores: Scores, batch: TreeBatch, teacher: Scores | None = None) -> Tensor:
+        """Scalar penalty for ``scores.arcs`` ``(B, N+1, N+1)`` and ``batch.upos`` ``(B, N+1)``."""
+        self._check_upos(batch)
+        ids = _Ids(self.parent_ids, self.child_ids, self.directions)
+        arcs = full_precision(scores.arcs)
+        child = _child_match(ids, batch.upos, batch.lengths)  # (B, N+1, K)
+        position = torch.arange(arcs.shape[-1], device=arcs.device)
+        upos = batch.upos[:, :, None]  # tag of the head h, broadcast over m
+        features = _fires(ids, upos, child[:, None], position[:, None], position).to(arcs.dtype)  # (B, N+1, N+1, K)
+        counts = child.sum((0, 1))
+        valid, normaliser = counts > 0, counts.clamp_min(1)
+        with torch.set_grad_enabled(torch.is_grad_enabled() and self.gradient == "reverse"):
+            rates = expectation(arcs, batch.lengths, features, self.multiroot).sum(0) / normaliser
+        if self.gradient == "reverse":
+            return self._penalty(rates, valid)
+        slope, value = torch.func.grad_and_value(self._penalty)(rates, valid)
+        r = (features * (slope / normaliser)).sum(-1, keepdim=True)  # (B, N+1, N+1, 1); no matmul: autocast
+        return _CovarianceGradient.apply(arcs, value, r, batch.lengths, self.multiroot)
+
+    def _penalty(self, rates: Tensor, valid: Tensor) -> Tensor:
+        """Distance of the rates ``(K,)`` to the targets, summed over the ``valid`` ``(K,)`` constraints."""
+        targets = self.targets.to(rates.dtype)
+        if self.penalty == "squared":
+            terms = (rates - targets) ** 2
+        else:  # both clamped, so that a rate equal to a target of 0 or 1 costs exactly 0
+            rates, targets = rates.clamp(_EPS, 1 - _EPS), targets.clamp(_EPS, 1 - _EPS)
+            terms = targets * (targets / rates).log() + (1 - targets) * ((1 - targets) / (1 - rates)).log()
+        return torch.where(valid, terms, 0.0).sum()
+
+    def _check_upos(self, batch: TreeBatch) -> None:
+        """Raise when unbound or the batch is untagged (checked on the first batch only: a host sync)."""
+        if self.parent_ids is None:
+            raise RuntimeError("GeneralizedExpectation has no UPOS vocabulary: give upos_vocab or call bind()")
+        if batch.upos is None:
+            raise ValueError(NO_UPOS)
+        if not self._upos_checked:
+            if not bool(torch.isin(batch.upos, self.tagged_ids).any()):
+                raise ValueError(NO_UPOS)
+            self._upos_checked = True

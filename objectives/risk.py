@@ -1,0 +1,82 @@
+"""Minimum-risk training (Smith & Eisner 2006) with optional deterministic annealing."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from ._common import IGNORE_INDEX, full_precision, gold_label_logits
+from .distribution import TreeCRF
+from .objective import Objective, Scores, TreeBatch
+
+
+class Risk(Objective):
+    """Expected attachment loss ``1 - E[attachment score]``, averaged over sentences.
+
+    The attachment score of a tree is additively decomposable, ``r_e = [e in gold] / n``,
+    so its expectation is T1: the sum of the marginals of the gold arcs over ``n``.
+    ``labeled=True`` counts an arc when head and label match: the gold arc h -> m adds
+    ``mu[h, m] * softmax(labels[h, m])[gold label]``; a gold label ``-100`` (unseen in
+    training) never matches.
+
+    Deterministic annealing (Li & Eisner 2009, eq. 14): each sentence minimises
+    ``R - T * H`` with ``R`` its expected number of attachment errors and ``H`` its tree
+    entropy in nats, divided by its length like the risk: ``loss = mean_b (R_b - T H_b) / n_b``
+    (so ``T`` trades errors against nats per word). ``T`` falls linearly from
+    ``temperature`` to ``final_temperature`` over the first ``anneal_steps`` values of
+    ``global_step`` and stays there (linear so that it can reach 0; with
+    ``final_temperature=None`` it stays at ``temperature``). ``T = 0`` skips the entropy.
+
+    Args:
+        labeled: labeled attachment (needs label scores and gold labels).
+        temperature: ``T`` at step 0.
+        final_temperature: ``T`` from step ``anneal_steps`` on, or ``None`` for a constant ``T``.
+        anneal_steps: length of the linear schedule (positive when ``final_temperature`` is set).
+        multiroot: multi-root trees instead of single-root ones.
+    """
+
+    needs_gold = True
+
+    def __init__(
+        self,
+        labeled: bool = False,
+        temperature: float = 0.0,
+        final_temperature: float | None = None,
+        anneal_steps: int = 0,
+        multiroot: bool = False,
+    ) -> None:
+        super().__init__()
+        if temperature < 0 or (final_temperature is not None and final_temperature < 0):
+            raise ValueError("temperatures must be non-negative")
+        if final_temperature is not None and anneal_steps <= 0:
+            raise ValueError("a final_temperature needs anneal_steps > 0")
+        self.labeled = labeled
+        self.temperature = temperature
+        self.final_temperature = final_temperature
+        self.anneal_steps = anneal_steps
+        self.multiroot = multiroot
+
+    def temperature_at(self, step: int) -> float:
+        """The annealing temperature ``T`` at a training step."""
+        if self.final_temperature is None:
+            return self.temperature
+        progress = min(step / self.anneal_steps, 1.0)
+        return self.temperature + (self.final_temperature - self.temperature) * progress
+
+    def forward(self, scores: Scores, batch: TreeBatch, teacher: Scores | None = None) -> Tensor:
+        """Scalar loss for ``scores.arcs`` ``(B, N+1, N+1)`` (and ``scores.labels`` ``(B, N+1, N+1, L)``)."""
+        if self.labeled and (scores.labels is None or batch.labels is None):
+            raise ValueError("labeled risk needs label scores and gold labels")
+        crf = TreeCRF(full_precision(scores.arcs), batch.lengths, self.multiroot)
+        # mu of each word's gold arc, (B, N+1); exactly 0 at position 0 and on padding (non-arcs)
+        correct = crf.marginals.gather(1, batch.heads[:, None, :]).squeeze(1)
+        if self.labeled:
+            label_probs = full_precision(gold_label_logits(scores.labels, batch.heads)).softmax(-1)
+            known = batch.labels != IGNORE_INDEX
+            gold = label_probs.gather(-1, batch.labels.masked_fill(~known, 0)[..., None]).squeeze(-1)
+            correct = correct * torch.where(known, gold, 0.0)
+        objective = batch.lengths - correct.sum(1)  # (B,) expected attachment errors
+        temperature = self.temperature_at(self.global_step)
+        if temperature:
+            objective = objective - temperature * crf.entropy()
+        return (objective / batch.lengths).mean()

@@ -1,0 +1,248 @@
+"""Training objectives against brute-force enumeration of trees; gradients, autocast, optimisation."""
+
+import math
+
+import pytest
+import torch
+
+import objectives
+from objectives import baselines as bl
+from objectives.distribution import TreeCRF
+from objectives.entropy_regularizer import EntropyRegularizer
+from objectives.ge import Constraint, GeneralizedExpectation
+from objectives.kl import Distillation
+from objectives.likelihood import Likelihood
+from objectives.objective import Scores
+from objectives.risk import Risk
+
+from .oracle import UPOS_VOCAB, make_batch, sentences
+
+TREE_SETS = [False, True]
+LENGTHS = [4, 2, 3, 1]
+CLOSE = dict(rtol=1e-10, atol=1e-10)
+CONSTRAINTS = [
+    Constraint("root", "VERB", 0.6),
+    Constraint("VERB", "NOUN", 0.7, direction="left"),
+    Constraint("NOUN", "ADJ", 0.9, direction="right"),
+    Constraint("NOUN", "DET", 0.8),
+]
+OBJECTIVES = {
+    "likelihood": Likelihood,
+    "likelihood-labeled-mtt": lambda: Likelihood(labeled_mtt=True),
+    "risk": Risk,
+    "risk-labeled-annealed": lambda: Risk(labeled=True, temperature=0.5),
+    "entropy": EntropyRegularizer,
+    "renyi": lambda: EntropyRegularizer(alpha=2.0),
+    "kl": lambda: Distillation(labeled=True),
+    "kl-reverse": lambda: Distillation(reverse=True),
+    "ge": lambda: GeneralizedExpectation(CONSTRAINTS, penalty="kl", upos_vocab=UPOS_VOCAB),
+    "ge-t2": lambda: GeneralizedExpectation(CONSTRAINTS, gradient="t2", upos_vocab=UPOS_VOCAB),
+}
+
+
+def label_log_probs(scores, batch, b, n):
+    """log softmax of the labels of sentence b's gold arcs, at the gold labels: (n,) (nan if ignored)."""
+    words = torch.arange(1, n + 1)
+    logits = scores.labels[b, batch.heads[b, words], words].double().log_softmax(-1)
+    gold = batch.labels[b, words]
+    return torch.where(gold >= 0, logits.gather(1, gold.clamp_min(0)[:, None]).squeeze(1), math.nan)
+
+
+# --------------------------------------------------------------------------- likelihood
+
+
+@pytest.mark.parametrize("multiroot", TREE_SETS)
+@pytest.mark.parametrize("num_labels", [None, 3])
+def test_likelihood_matches_brute_force(num_labels, multiroot):
+    scores, batch = make_batch(LENGTHS, num_labels)
+    total = 0.0
+    for b, n, heads, log_p in sentences(scores, batch, multiroot):
+        total -= log_p[(heads == batch.heads[b, : n + 1]).all(1)].sum()
+        if num_labels:
+            total -= 0.5 * label_log_probs(scores, batch, b, n).nansum()
+    loss = Likelihood(label_weight=0.5, multiroot=multiroot)(scores, batch)
+    torch.testing.assert_close(loss, total / sum(LENGTHS), **CLOSE)
+
+
+def test_likelihood_is_tree_crf_log_prob_plus_label_cross_entropy():
+    scores, batch = make_batch(LENGTHS)
+    tree = -TreeCRF(scores.arcs, batch.lengths).log_prob(batch.heads).sum()
+    logits = scores.labels[torch.arange(4)[:, None], batch.heads, torch.arange(5)]  # (B, N+1, L)
+    labels = torch.nn.functional.cross_entropy(logits.flatten(0, 1), batch.labels.flatten(), reduction="sum")
+    torch.testing.assert_close(Likelihood()(scores, batch), (tree + labels) / sum(LENGTHS), **CLOSE)
+
+
+@pytest.mark.parametrize("multiroot", TREE_SETS)
+def test_labeled_mtt_is_the_nll_of_the_labeled_tree(multiroot):
+    scores, batch = make_batch([3, 2], num_labels=2)
+    labeled = scores.arcs[..., None] + scores.labels  # labeled arc log-weights
+    objective = Likelihood(labeled_mtt=True, multiroot=multiroot)
+    # word 1 of sentence 0 has an ignored label: the labeled tree's probability sums it out
+    choices = [batch.labels.clone() for _ in range(2)]
+    for label, choice in enumerate(choices):
+        choice[0, 1] = label
+    log_p = torch.stack([bl.brute_log_prob(labeled, batch.lengths, batch.heads, c, multiroot) for c in choices])
+    expected = -(log_p[:, 0].logsumexp(0) + log_p[0, 1]) / 5
+    torch.testing.assert_close(objective(scores, batch), expected, **CLOSE)
+    batch.labels = choices[1]
+    expected = -log_p[1].sum() / 5
+    torch.testing.assert_close(objective(scores, batch), expected, **CLOSE)
+
+
+# --------------------------------------------------------------------------- risk
+
+
+def brute_risk(scores, batch, labeled, multiroot):
+    """Mean over sentences of 1 - E[(labeled) attachment score], and of the entropy per word."""
+    risks, entropies = [], []
+    for b, n, heads, log_p in sentences(scores, batch, multiroot):
+        credit = label_log_probs(scores, batch, b, n).exp().nan_to_num(0.0) if labeled else torch.ones(n)
+        correct = ((heads[:, 1:] == batch.heads[b, 1 : n + 1]) * credit).sum(1)
+        risks.append(1 - (log_p.exp() * correct).sum() / n)
+        entropies.append(-(log_p.exp() * log_p).sum() / n)
+    return torch.stack(risks).mean(), torch.stack(entropies).mean()
+
+
+@pytest.mark.parametrize("multiroot", TREE_SETS)
+@pytest.mark.parametrize("labeled", [False, True])
+def test_risk_matches_brute_force(labeled, multiroot):
+    scores, batch = make_batch(LENGTHS)
+    risk, _ = brute_risk(scores, batch, labeled, multiroot)
+    torch.testing.assert_close(Risk(labeled, multiroot=multiroot)(scores, batch), risk, **CLOSE)
+
+
+def test_annealed_risk_is_risk_minus_temperature_times_entropy(monkeypatch):
+    scores, batch = make_batch(LENGTHS)
+    risk, entropy = brute_risk(scores, batch, labeled=False, multiroot=False)
+    objective = Risk(temperature=2.0, final_temperature=0.0, anneal_steps=10)
+    assert [objective.temperature_at(step) for step in (0, 5, 10, 20)] == [2.0, 1.0, 0.0, 0.0]
+    objective.global_step = 3
+    torch.testing.assert_close(objective(scores, batch), risk - 1.4 * entropy, **CLOSE)
+    objective.global_step = 10  # T = 0: the entropy is not even computed
+    monkeypatch.setattr(TreeCRF, "entropy", lambda self: pytest.fail("entropy computed at T = 0"))
+    torch.testing.assert_close(objective(scores, batch), risk, **CLOSE)
+    assert Risk(temperature=0.3).temperature_at(1000) == 0.3
+
+
+def test_risk_rejects_bad_schedules():
+    with pytest.raises(ValueError, match="anneal_steps"):
+        Risk(temperature=1.0, final_temperature=0.1)
+    with pytest.raises(ValueError, match="non-negative"):
+        Risk(temperature=-1.0)
+
+
+# --------------------------------------------------------------------------- entropy
+
+
+@pytest.mark.parametrize("multiroot", TREE_SETS)
+@pytest.mark.parametrize("alpha", [None, 0.5, 2.0])
+def test_entropy_matches_brute_force(alpha, multiroot):
+    scores, batch = make_batch(LENGTHS, num_labels=None)
+    total = 0.0
+    for *_, log_p in sentences(scores, batch, multiroot):
+        total += -(log_p.exp() * log_p).sum() if alpha is None else (alpha * log_p).logsumexp(0) / (1 - alpha)
+    loss = EntropyRegularizer(alpha, multiroot)(scores, batch)
+    torch.testing.assert_close(loss, total / sum(LENGTHS), **CLOSE)
+
+
+# --------------------------------------------------------------------------- distillation
+
+
+@pytest.mark.parametrize("multiroot", TREE_SETS)
+@pytest.mark.parametrize("reverse", [False, True])
+def test_distillation_matches_brute_force(reverse, multiroot):
+    student, batch = make_batch(LENGTHS, num_labels=None)
+    teacher, _ = make_batch(LENGTHS, num_labels=None, seed=1)
+    total = 0.0
+    pairs = zip(sentences(student, batch, multiroot), sentences(teacher, batch, multiroot))
+    for (*_, log_s), (*_, log_t) in pairs:
+        p, q = (log_s, log_t) if reverse else (log_t, log_s)
+        total += (p.exp() * (p - q)).sum()
+    loss = Distillation(reverse, multiroot=multiroot)(student, batch, teacher)
+    torch.testing.assert_close(loss, total / sum(LENGTHS), **CLOSE)
+
+
+def test_labeled_distillation_compares_labeled_trees():
+    student, batch = make_batch([3, 2], num_labels=2)
+    teacher, _ = make_batch([3, 2], num_labels=2, seed=1)
+    labeled = [s.arcs[..., None] + s.labels.log_softmax(-1) for s in (teacher, student)]
+    expected = bl.brute_kl_divergence(*labeled, batch.lengths).sum() / 5
+    torch.testing.assert_close(Distillation(labeled=True)(student, batch, teacher), expected, **CLOSE)
+    # label sets of different sizes: arcs only
+    other = Scores(teacher.arcs, torch.zeros(2, 4, 4, 3, dtype=torch.float64))
+    arcs_only = Distillation()(student, batch, teacher)
+    torch.testing.assert_close(Distillation(labeled=True)(student, batch, other), arcs_only, **CLOSE)
+
+
+@pytest.mark.parametrize("objective", [Distillation(), Distillation(reverse=True), Distillation(labeled=True)])
+def test_distillation_is_zero_when_teacher_equals_student(objective):
+    scores, batch = make_batch(LENGTHS)
+    arcs = scores.arcs.clone().requires_grad_()
+    loss = objective(Scores(arcs, scores.labels), batch, Scores(scores.arcs.clone(), scores.labels.clone()))
+    loss.backward()
+    assert loss.abs() < 1e-12
+    assert arcs.grad.abs().max() < 1e-12
+
+
+def test_distillation_detaches_the_teacher():
+    student, batch = make_batch(LENGTHS)
+    teacher = student.arcs.clone().requires_grad_()
+    Distillation()(Scores(student.arcs.clone().requires_grad_()), batch, Scores(teacher + 1.0)).backward()
+    assert teacher.grad is None
+
+
+# --------------------------------------------------------------------------- every objective
+
+
+def run(name, arcs, labels, batch, teacher):
+    """A fresh objective ``name`` on the scores (``teacher`` is ignored unless it needs one)."""
+    return OBJECTIVES[name]()(Scores(arcs, labels), batch, teacher)
+
+
+def test_registry():
+    assert set(objectives.OBJECTIVES) == {"likelihood", "risk", "entropy", "kl", "ge"}
+    assert objectives.entropy is objectives.expectations.entropy  # the module does not shadow it
+    assert [cls.needs_gold for cls in objectives.OBJECTIVES.values()] == [True, True, False, False, False]
+
+
+@pytest.mark.parametrize("name", OBJECTIVES)
+def test_gradient_matches_finite_differences(name):
+    scores, batch = make_batch([3, 1], num_labels=2)
+    teacher = make_batch([3, 1], num_labels=2, seed=1)[0]
+    arcs, labels = (x.clone().requires_grad_() for x in (scores.arcs, scores.labels))
+    assert torch.autograd.gradcheck(lambda a, l: run(name, a, l, batch, teacher), (arcs, labels))
+
+
+@pytest.mark.parametrize("name", OBJECTIVES)
+def test_no_nan_under_bf16_autocast(name):
+    _, batch = make_batch(LENGTHS)
+    generator = torch.Generator().manual_seed(2)
+    words = torch.randn(4, 5, 8, generator=generator)
+    weights = [(0.5 * torch.randn(shape, generator=generator)).requires_grad_() for shape in [(8, 8), (8, 3, 8)]]
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        arcs = torch.einsum("bhd,de,bme->bhm", words, weights[0], words)
+        labels = torch.einsum("bhd,dle,bme->bhml", words, weights[1], words)
+        teacher = Scores(arcs.detach().flip(1), labels.detach().flip(1))
+        assert arcs.dtype == labels.dtype == torch.bfloat16
+        loss = run(name, arcs, labels, batch, teacher)
+    loss.backward()
+    assert torch.isfinite(loss)
+    assert all(torch.isfinite(w.grad).all() for w in weights if w.grad is not None)
+    assert weights[0].grad is not None
+
+
+@pytest.mark.parametrize("name", OBJECTIVES)
+def test_a_few_adam_steps_decrease_the_loss(name):
+    scores, batch = make_batch(LENGTHS)
+    teacher = make_batch(LENGTHS, seed=1)[0]
+    arcs, labels = (x.clone().float().requires_grad_() for x in (scores.arcs, scores.labels))
+    optimiser = torch.optim.Adam([arcs, labels], lr=0.1)
+    losses = []
+    for _ in range(15):
+        optimiser.zero_grad()
+        loss = run(name, arcs, labels, batch, Scores(teacher.arcs.float(), teacher.labels.float()))
+        loss.backward()
+        optimiser.step()
+        losses.append(loss.item())
+    assert all(math.isfinite(x) for x in losses)
+    assert losses[-1] < losses[0]
