@@ -37,9 +37,20 @@ def expand_objective(argv: list[str]) -> list[str]:
     return ["fit", "--config", str(CONFIGS / OBJECTIVE_CONFIGS[name]), *rest]
 
 
+class ParserCLI(LightningCLI):
+    """LightningCLI whose default loggers (TensorBoard and CSV) live under ``default_root_dir``."""
+
+    def instantiate_trainer(self, **kwargs):
+        config = self._get(self.config_init, "trainer", default={})
+        if config.get("logger") in (None, True) and "logger" not in kwargs:
+            root = config.get("default_root_dir") or "runs"
+            kwargs["logger"] = [TensorBoardLogger(root, name="tensorboard"), CSVLogger(root, name="csv")]
+        return super().instantiate_trainer(**kwargs)
+
+
 def main(argv: list[str] | None = None, run: bool = True) -> LightningCLI:
     """Run the CLI on ``argv`` (default: ``sys.argv``); ``run=False`` only instantiates."""
-    return LightningCLI(
+    return ParserCLI(
         Parser,
         DependencyDataModule,
         args=expand_objective(sys.argv[1:] if argv is None else argv),
@@ -54,10 +65,6 @@ def main(argv: list[str] | None = None, run: bool = True) -> LightningCLI:
                 ModelCheckpoint(monitor="val/las", mode="max", filename="best", save_last=True),
                 EarlyStopping(monitor="val/las", mode="max", patience=5),
                 LearningRateMonitor(logging_interval="step"),
-            ],
-            "logger": [
-                TensorBoardLogger("runs", name="tensorboard"),
-                CSVLogger("runs", name="csv"),
             ],
         },
     )

@@ -47,6 +47,7 @@ def test_smoke_train_predict_round_trip_with_shipped_minilm(ud_dir: Path, tmp_pa
         "--trainer.default_root_dir", str(tmp_path), "--trainer.enable_progress_bar", "false",
     ])
     assert {"val/uas", "val/las"} <= set(cli.trainer.callback_metrics)
+    assert (tmp_path / "csv").is_dir() and (tmp_path / "tensorboard").is_dir()  # both loggers, under the root dir
     best = cli.trainer.checkpoint_callback.best_model_path
     assert best and Path(best).is_file()
     out = tmp_path / "pred.conllu"
