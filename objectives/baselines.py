@@ -36,36 +36,31 @@ def arc_mask(lengths: torch.Tensor, size: int) -> torch.Tensor:
     """
     pos = torch.arange(size, device=lengths.device)
     inside = pos[None, :] <= lengths[:, None]
-    return (
-        inside[:, :, None]
-        & inside[:, None, :]
-        & (pos[None, None, :] > 0)
-        & (pos[:, None] != pos[None, :])
-    )
+    return inside[:, :, None] & inside[:, None, :] & (pos[None, None, :] > 0) & (pos[:, None] != pos[None, :])
 
 
-def random_scores(
+def random_batch(
     lengths,
     num_labels: int | None = None,
     scale: float = 1.0,
     pad_value: float = 1e4,
     dtype: torch.dtype = torch.float64,
     generator: torch.Generator | None = None,
-) -> torch.Tensor:
-    """Random scores N(0, scale^2) on arcs, `pad_value` everywhere else.
+):
+    """A random padded batch: scores N(0, scale^2) on arcs, `pad_value` everywhere else.
 
-    lengths: sequence of B ints -> `(B, N+1, N+1)` (or `(B, N+1, N+1, L)` with
-    `num_labels=L`), N = max(lengths). The large garbage on non-arcs and padding makes
-    any leak of those entries into a result visible.
+    lengths: sequence of B ints -> (scores `(B, N+1, N+1)` or `(B, N+1, N+1, L)` with
+    `num_labels=L`, N = max(lengths); lengths `(B,)` long). The large garbage on
+    non-arcs and padding makes any leak of those entries into a result visible.
     """
-    lengths = torch.as_tensor(lengths)
+    lengths = torch.as_tensor(lengths, dtype=torch.long)
     size = int(lengths.max()) + 1
     shape = (len(lengths), size, size) + ((num_labels,) if num_labels else ())
     scores = scale * torch.randn(shape, generator=generator, dtype=torch.float64)
     mask = arc_mask(lengths, size)
     if num_labels:
         mask = mask[..., None]
-    return torch.where(mask, scores, pad_value).to(dtype)
+    return torch.where(mask, scores, pad_value).to(dtype), lengths
 
 
 def _labeled(scores: torch.Tensor) -> bool:
@@ -75,18 +70,21 @@ def _labeled(scores: torch.Tensor) -> bool:
 
 
 def _shifted_weights(scores: torch.Tensor, lengths: torch.Tensor):
-    """exp(scores - c) in float64, exactly 0 on non-arcs and padding.
+    """exp(scores - c_m) in float64, exactly 0 on non-arcs and padding.
 
-    scores `(B, N+1, N+1[, L])` -> (weights of the same shape, c `(B,)`), c the largest
-    arc score of each sentence (the shift keeps exp in range; ratios are unchanged).
+    scores `(B, N+1, N+1[, L])` -> (weights of the same shape, c `(B, N+1)`), c_m the
+    largest score of an arc into word m (0 where there is none). Shifting column m of
+    the Laplacian divides the determinant by exp(c_m) and leaves every ratio unchanged.
     """
     mask = arc_mask(lengths, scores.shape[1])
     if _labeled(scores):
         mask = mask[..., None]
     masked = torch.where(mask, scores.double(), -torch.inf)
-    c = masked.flatten(1).amax(1).detach()
+    c = masked.amax(1).detach()
+    if c.dim() == 3:
+        c = c.amax(-1)
     c = torch.where(torch.isfinite(c), c, 0.0)
-    view = (-1,) + (1,) * (scores.dim() - 1)
+    view = c.shape[:1] + (1,) + c.shape[1:] + (1,) * (scores.dim() - 3)
     return torch.exp(masked - c.view(view)), c
 
 
@@ -115,8 +113,7 @@ def _laplacian(w: torch.Tensor, lengths: torch.Tensor, multiroot: bool) -> torch
 def _mtt_log_partition(scores, lengths, multiroot):
     """Differentiable log Z by the matrix-tree theorem: `(B, N+1, N+1[, L])` -> `(B,)`."""
     w, c = _shifted_weights(scores, lengths)
-    logdet = torch.linalg.slogdet(_laplacian(_arc_weights(w), lengths, multiroot))[1]
-    return logdet + lengths.to(logdet.dtype) * c
+    return torch.linalg.slogdet(_laplacian(_arc_weights(w), lengths, multiroot))[1] + c.sum(1)
 
 
 def _masked_values(r: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
@@ -129,7 +126,7 @@ def _masked_values(r: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
 # --------------------------------------------------------------------------- brute force
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _trees(n: int, multiroot: bool) -> torch.Tensor:
     choices = [[h for h in range(n + 1) if h != m] for m in range(1, n + 1)]
     heads = torch.tensor(list(itertools.product(*choices)), dtype=torch.long)
@@ -153,7 +150,7 @@ def enumerate_trees(n: int, multiroot: bool = False) -> torch.Tensor:
     return _trees(n, multiroot).clone()
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _structures(n: int, multiroot: bool, num_labels: int | None):
     """Trees x label assignments as index tuples into an `(n+1, n+1[, L])` block.
 
@@ -177,7 +174,7 @@ def _sentences(scores: torch.Tensor, lengths: torch.Tensor, multiroot: bool):
     num_labels = scores.shape[-1] if _labeled(scores) else None
     for b, n in enumerate(lengths.tolist()):
         if not 1 <= n <= min(MAX_BRUTE_LENGTH, scores.shape[1] - 1):
-            raise ValueError(f"lengths must be in 1..{MAX_BRUTE_LENGTH}, got {n}")
+            raise ValueError(f"lengths must be in 1..min(N, {MAX_BRUTE_LENGTH}), got {n}")
         _, _, index = _structures(n, multiroot, num_labels)
         log_w = scores[b, : n + 1, : n + 1].double()[index].sum(1)
         log_z = torch.logsumexp(log_w, 0)
@@ -187,6 +184,15 @@ def _sentences(scores: torch.Tensor, lengths: torch.Tensor, multiroot: bool):
 def _values(r: torch.Tensor, b: int, n: int, index) -> torch.Tensor:
     """r(d) = sum over arcs of d of r_e, for every structure: -> `(T, R)`."""
     return r[b, : n + 1, : n + 1].double()[index].sum(1)
+
+
+def _log_probs(scores, lengths, multiroot):
+    return [lp for *_, lp, _ in _sentences(scores, lengths, multiroot)]
+
+
+def _weighted(log_p: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+    """sum_d p(d) values(d), skipping trees of probability 0 (whose log-values may be -inf)."""
+    return torch.where(log_p > -torch.inf, log_p.exp() * values, 0.0).sum()
 
 
 def brute_log_partition(scores, lengths, multiroot=False) -> torch.Tensor:
@@ -228,32 +234,26 @@ def brute_covariance(scores, lengths, r, s, multiroot=False) -> torch.Tensor:
 
 def brute_entropy(scores, lengths, multiroot=False) -> torch.Tensor:
     """Shannon entropy -sum_d p(d) log p(d) in nats: -> `(B,)`."""
-    return torch.stack([-(lp.exp() * lp).sum() for *_, lp, _ in _sentences(scores, lengths, multiroot)])
-
-
-def _log_probs(scores, lengths, multiroot):
-    return [lp for *_, lp, _ in _sentences(scores, lengths, multiroot)]
+    return torch.stack([-_weighted(lp, lp) for lp in _log_probs(scores, lengths, multiroot)])
 
 
 def brute_cross_entropy(p_scores, q_scores, lengths, multiroot=False) -> torch.Tensor:
     """-sum_d p(d) log q(d): -> `(B,)`."""
     pairs = zip(_log_probs(p_scores, lengths, multiroot), _log_probs(q_scores, lengths, multiroot))
-    return torch.stack([-(lp.exp() * lq).sum() for lp, lq in pairs])
+    return torch.stack([-_weighted(lp, lq) for lp, lq in pairs])
 
 
 def brute_kl_divergence(p_scores, q_scores, lengths, multiroot=False) -> torch.Tensor:
     """KL(p || q) = sum_d p(d) (log p(d) - log q(d)): -> `(B,)`."""
     pairs = zip(_log_probs(p_scores, lengths, multiroot), _log_probs(q_scores, lengths, multiroot))
-    return torch.stack([(lp.exp() * (lp - lq)).sum() for lp, lq in pairs])
+    return torch.stack([_weighted(lp, lp - lq) for lp, lq in pairs])
 
 
 def brute_renyi_entropy(scores, lengths, alpha: float, multiroot=False) -> torch.Tensor:
     """Renyi entropy log(sum_d p(d)^alpha) / (1 - alpha), Shannon at alpha = 1: -> `(B,)`."""
     if alpha == 1:
         return brute_entropy(scores, lengths, multiroot)
-    return torch.stack(
-        [torch.logsumexp(alpha * lp, 0) / (1 - alpha) for lp in _log_probs(scores, lengths, multiroot)]
-    )
+    return torch.stack([torch.logsumexp(alpha * lp, 0) / (1 - alpha) for lp in _log_probs(scores, lengths, multiroot)])
 
 
 def brute_log_prob(scores, lengths, heads, labels=None, multiroot=False) -> torch.Tensor:
@@ -268,7 +268,7 @@ def brute_log_prob(scores, lengths, heads, labels=None, multiroot=False) -> torc
         match = (all_heads[:, 1:] == heads[b, 1 : n + 1].cpu()).all(1)
         if all_labels is not None:
             match &= (all_labels[:, 1:] == labels[b, 1 : n + 1].cpu()).all(1)
-        out.append(log_p[match].sum() if match.any() else torch.tensor(-torch.inf, dtype=torch.float64))
+        out.append(log_p[match][0] if match.any() else torch.tensor(-torch.inf, dtype=torch.float64))
     return torch.stack(out)
 
 
@@ -276,14 +276,16 @@ def brute_log_prob(scores, lengths, heads, labels=None, multiroot=False) -> torc
 
 
 def _entropy_terms(scores, lengths):
-    """Arc weights w_hm and label-summed w * score, both shifted: -> 2 x `(B, N+1, N+1)`, c `(B,)`.
+    """Shifted arc weights w_hm and w_hm (s_hm - c_m): 2 x `(B, N+1, N+1)`.
 
-    For labeled scores the second array is sum_l w_hml s_hml, so that the tree total
-    of log-weights covers the labels too.
+    With the column shifts c_m of `_shifted_weights`, the column-replaced determinant
+    ratios are E[s_{d(m), m}] - c_m, small numbers, and log Z - sum_m c_m = log det L(w):
+    H = log det L(w) - sum_m (E[s_{d(m), m}] - c_m) has no cancellation between large
+    terms. Labeled: w_hm = sum_l w_hml and the second array is sum_l w_hml (s_hml - c_m).
     """
     w, c = _shifted_weights(scores, lengths)
-    ws = w * torch.where(w > 0, scores.double(), 0.0)
-    return _arc_weights(w), _arc_weights(ws), c
+    centered = scores.double() - c.view(c.shape[:1] + (1,) + c.shape[1:] + (1,) * (scores.dim() - 3))
+    return _arc_weights(w), _arc_weights(w * torch.where(w > 0, centered, 0.0))
 
 
 def smith_eisner_entropy(scores, lengths, multiroot=False) -> torch.Tensor:
@@ -293,13 +295,13 @@ def smith_eisner_entropy(scores, lengths, multiroot=False) -> torch.Tensor:
     determinant is linear in each column; every tree has exactly one arc into m. So
     replacing those weights w_hm by w_hm log w_hm gives Z_m = sum_d w(d) log w_{d(m), m}
     ("multiplying the incoming arcs of one node by a log factor"), and
-    H = log Z - sum_m Z_m / Z. One determinant per word, sentence by sentence.
-    -> `(B,)` nats.
+    H = log Z - sum_m Z_m / Z. One determinant per word, sentence by sentence
+    (columns shifted as in `_entropy_terms`). -> `(B,)` nats.
     """
     out = []
     for b, n in enumerate(lengths.tolist()):
         one = lengths[b : b + 1]
-        w, ws, c = _entropy_terms(scores[b : b + 1, : n + 1, : n + 1], one)
+        w, ws = _entropy_terms(scores[b : b + 1, : n + 1, : n + 1], one)
         log_z = torch.linalg.slogdet(_laplacian(w, one, multiroot))[1]
         expected_log_w = 0.0
         for m in range(1, n + 1):
@@ -307,7 +309,7 @@ def smith_eisner_entropy(scores, lengths, multiroot=False) -> torch.Tensor:
             x[:, :, m] = ws[:, :, m]
             sign, log_zm = torch.linalg.slogdet(_laplacian(x, one, multiroot))
             expected_log_w = expected_log_w + sign * torch.exp(log_zm - log_z)
-        out.append(log_z + n * c - expected_log_w)
+        out.append(log_z - expected_log_w)
     return torch.cat(out)
 
 
@@ -316,7 +318,7 @@ def smith_eisner_entropy_batched(scores, lengths, multiroot=False) -> torch.Tens
     one batched slogdet call of shape `(B, N, N, N)`: same O(N^4) work, no Python loop.
     -> `(B,)` nats.
     """
-    w, ws, c = _entropy_terms(scores, lengths)
+    w, ws = _entropy_terms(scores, lengths)
     batch, size = w.shape[0], w.shape[1] - 1
     replace = torch.eye(size + 1, dtype=torch.bool)[1:]  # (N, N+1): copy m selects column m
     x = torch.where(replace[None, :, None, :], ws[:, None], w[:, None])
@@ -325,7 +327,7 @@ def smith_eisner_entropy_batched(scores, lengths, multiroot=False) -> torch.Tens
     log_z = torch.linalg.slogdet(_laplacian(w, lengths, multiroot))[1]
     ratio = sign * torch.exp(log_zm - log_z[:, None])
     real = torch.arange(1, size + 1)[None, :] <= lengths[:, None]
-    return log_z + lengths * c - torch.where(real, ratio, 0.0).sum(1)
+    return log_z - torch.where(real, ratio, 0.0).sum(1)
 
 
 # --------------------------------------------------------------------------- Druck & Smith
@@ -374,9 +376,7 @@ def druck_smith_two_arc_marginals(scores, lengths, multiroot=False) -> torch.Ten
         raise ValueError("scores must be unlabeled (B, N+1, N+1) for two-arc marginals")
     w, x = _inverse_view(scores, lengths, multiroot)
     d = _first_order(x)
-    pairs = w[:, :, :, None, None] * w[:, None, None] * (
-        d[:, :, :, None, None] * d[:, None, None] - _pair_term(x)
-    )
+    pairs = w[:, :, :, None, None] * w[:, None, None] * (d[:, :, :, None, None] * d[:, None, None] - _pair_term(x))
     size = w.shape[1]
     same = torch.eye(size * size, dtype=torch.bool).view(size, size, size, size)
     return torch.where(same, (w * d)[:, :, :, None, None], pairs)
