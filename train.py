@@ -49,11 +49,11 @@ class ParserCLI(LightningCLI):
 
 
 def main(argv: list[str] | None = None, run: bool = True) -> LightningCLI:
-    """Run the CLI on ``argv`` (default: ``sys.argv``); ``run=False`` only instantiates."""
+    """Run the CLI on ``argv`` (default: ``sys.argv``, already expanded); ``run=False`` only instantiates."""
     return ParserCLI(
         Parser,
         DependencyDataModule,
-        args=expand_objective(sys.argv[1:] if argv is None else argv),
+        args=None if argv is None else expand_objective(argv),
         run=run,
         seed_everything_default=42,
         save_config_kwargs={"overwrite": True},
@@ -71,4 +71,5 @@ def main(argv: list[str] | None = None, run: bool = True) -> LightningCLI:
 
 
 if __name__ == "__main__":
+    sys.argv[1:] = expand_objective(sys.argv[1:])
     main()

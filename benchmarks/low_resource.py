@@ -1,0 +1,105 @@
+"""Low-resource UD experiment: supervised-only vs + entropy vs + GE vs + KL distillation.
+
+Each cell trains ``train.py`` with K labeled sentences of the training file (the rest of it
+unlabeled), parses the test file with the best checkpoint (``parser.predict``) and scores it
+with ``parser.evaluate``. One JSON line per run goes to ``--results``; ``--report`` prints
+the markdown table (mean and spread over seeds) from that file.
+
+    python -m benchmarks.low_resource --sizes 100 --seeds 1 2 3 --teacher runs/ewt/best.ckpt
+    python -m benchmarks.low_resource --report
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from parser.evaluate import evaluate
+
+ROOT = Path(__file__).resolve().parent.parent
+CONFIGS = {"supervised": "likelihood", "entropy": "entropy", "ge": "ge", "kl": "kl"}
+
+
+def run_cell(objective: str, size: int, seed: int, args: argparse.Namespace) -> dict:
+    """Train one cell, parse the test set with its best checkpoint, return its scores."""
+    out = Path(args.output) / f"{objective}-k{size}-s{seed}"
+    command = [
+        sys.executable, str(ROOT / "train.py"), "--objective", CONFIGS[objective],
+        "--seed_everything", str(seed), "--data.seed", str(seed),
+        "--data.treebank", args.treebank, "--data.labeled_size", str(size),
+        "--data.batch_tokens", str(args.batch_tokens),
+        "--trainer.max_steps", str(args.max_steps), "--trainer.max_epochs", "-1",
+        "--trainer.val_check_interval", str(args.val_every), "--trainer.check_val_every_n_epoch", "null",
+        "--trainer.limit_val_batches", str(args.val_fraction),
+        "--trainer.default_root_dir", str(out), "--trainer.enable_progress_bar", "false",
+    ]
+    if objective == "kl":
+        command += ["--model.teacher", args.teacher]
+    start = time.perf_counter()
+    subprocess.run(command, check=True, cwd=ROOT)
+    train_seconds = time.perf_counter() - start
+    best = sorted(out.glob("tensorboard/version_*/checkpoints/best*.ckpt"))[-1]
+    test = sorted((Path(args.data_root) / args.treebank).glob("*-ud-test.conllu"))[0]
+    predicted = out / "test.pred.conllu"
+    subprocess.run([sys.executable, "-m", "parser.predict", str(best), str(test), str(predicted)], check=True, cwd=ROOT)
+    scores = evaluate(test, predicted)
+    return {"objective": objective, "labeled": size, "seed": seed, "train_seconds": round(train_seconds),
+            "max_steps": args.max_steps, **{k: round(v, 2) for k, v in scores.items()}}
+
+
+def report(results: Path) -> str:
+    """Markdown table: test UAS/LAS mean +- sd over seeds, wall-clock per run."""
+    runs = [json.loads(line) for line in results.read_text().splitlines() if line.strip()]
+    cells: dict[tuple[int, str], list[dict]] = {}
+    for run in runs:
+        cells.setdefault((run["labeled"], run["objective"]), []).append(run)
+    lines = ["| labeled | objective | seeds | test UAS | test LAS | minutes per run |", "|---:|---|---:|---:|---:|---:|"]
+    for (size, objective), group in sorted(cells.items(), key=lambda c: (c[0][0], list(CONFIGS).index(c[0][1]))):
+        def stat(key: str) -> str:
+            values = [g[key] for g in group]
+            spread = f" ± {statistics.stdev(values):.2f}" if len(values) > 1 else ""
+            return f"{statistics.mean(values):.2f}{spread}"
+        minutes = statistics.mean(g["train_seconds"] for g in group) / 60
+        lines.append(f"| {size} | {objective} | {len(group)} | {stat('uas')} | {stat('las')} | {minutes:.0f} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    cli = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    cli.add_argument("--objectives", nargs="+", default=list(CONFIGS), choices=list(CONFIGS))
+    cli.add_argument("--sizes", nargs="+", type=int, default=[100, 1000])
+    cli.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3])
+    cli.add_argument("--treebank", default="UD_English-EWT")
+    cli.add_argument("--data-root", default=os.environ.get("UD_DIR", "data/ud"))
+    cli.add_argument("--teacher", help="checkpoint of a parser trained on all of train (for kl)")
+    cli.add_argument("--max-steps", type=int, default=300)
+    cli.add_argument("--val-every", type=int, default=100)
+    cli.add_argument("--val-fraction", type=float, default=0.25, help="share of dev used for model selection")
+    cli.add_argument("--batch-tokens", type=int, default=500)
+    cli.add_argument("--output", default="runs/low_resource")
+    cli.add_argument("--results", default="runs/low_resource/results.jsonl")
+    cli.add_argument("--report", action="store_true", help="only print the table of --results")
+    args = cli.parse_args()
+    results = Path(args.results)
+    if not args.report:
+        if "kl" in args.objectives and not args.teacher:
+            cli.error("--teacher is required for the kl objective")
+        results.parent.mkdir(parents=True, exist_ok=True)
+        for size in args.sizes:
+            for seed in args.seeds:
+                for objective in args.objectives:
+                    row = run_cell(objective, size, seed, args)
+                    with results.open("a") as file:
+                        file.write(json.dumps(row) + "\n")
+                    print(json.dumps(row), flush=True)
+    print(report(results))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,109 @@
+"""Parser throughput on this machine: training and parsing sentences/s, and where the time goes.
+
+    python -m benchmarks.parser --checkpoint runs/.../best.ckpt [--sentences 500] [--repeats 3]
+
+Parsing: ``Parser.parse`` over the first ``--sentences`` sentences of the EWT test file,
+split into encoder + scorer time and decoding (MST) time. Training: optimiser steps on
+length-bucketed EWT train batches, split into the forward/backward of the whole step and
+the forward/backward of the MTT likelihood alone (measured on the same scores, detached).
+Repeats are interleaved; medians are reported.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+from pathlib import Path
+
+import torch
+
+from objectives.likelihood import Likelihood
+from parser.data import DependencyDataModule, read_conllu
+from parser.model import Parser
+
+
+def _seconds(fn) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def parse_split(model: Parser, sentences: list[list[str]], batch_size: int) -> tuple[float, float]:
+    """Seconds spent (encoding + scoring, decoding) parsing ``sentences`` in length-sorted batches."""
+    order = sorted(sentences, key=len)
+    score_time = decode_time = 0.0
+    with torch.no_grad():
+        for start in range(0, len(order), batch_size):
+            words = order[start : start + batch_size]
+            lengths = torch.tensor([len(w) for w in words])
+            t0 = time.perf_counter()
+            scores = model(words)
+            t1 = time.perf_counter()
+            model.decode(scores, lengths)
+            t2 = time.perf_counter()
+            score_time, decode_time = score_time + t1 - t0, decode_time + t2 - t1
+    return score_time, decode_time
+
+
+def train_split(model: Parser, batches: list, objective: Likelihood) -> tuple[float, float]:
+    """Seconds for full training steps, and for the MTT likelihood's forward + backward alone."""
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
+    model.train()
+    step_time = objective_time = 0.0
+    for batch in batches:
+        t0 = time.perf_counter()
+        scores = model(batch.words)
+        loss = objective(scores, batch)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        step_time += time.perf_counter() - t0
+        detached = type(scores)(scores.arcs.detach().requires_grad_(), scores.labels.detach().requires_grad_())
+        objective_time += _seconds(lambda: objective(detached, batch).backward())
+    return step_time, objective_time
+
+
+def main() -> None:
+    cli = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    cli.add_argument("--checkpoint", help="trained parser (default: an untrained MiniLM parser)")
+    cli.add_argument("--data-root", default=os.environ.get("UD_DIR", "data/ud"))
+    cli.add_argument("--sentences", type=int, default=500)
+    cli.add_argument("--train-batches", type=int, default=4)
+    cli.add_argument("--batch-size", type=int, default=32)
+    cli.add_argument("--repeats", type=int, default=3)
+    args = cli.parse_args()
+
+    data = DependencyDataModule(root=args.data_root)
+    data.setup("fit")
+    model = Parser.load(args.checkpoint) if args.checkpoint else Parser(labels=data.label_vocab.itos)
+    if args.checkpoint:
+        data.label_vocab = model.label_vocab
+    test = read_conllu(next((Path(args.data_root) / "UD_English-EWT").glob("*-ud-test.conllu")))
+    sentences = [s.words for s in test[: args.sentences]]
+    loader = iter(data.train_dataloader())
+    batches = [next(loader) for _ in range(args.train_batches)]
+    train_sentences = sum(len(b.words) for b in batches)
+
+    parse_runs, train_runs = [], []
+    for _ in range(args.repeats):  # interleaved: parse, train, parse, train, ...
+        model.eval()
+        parse_runs.append(parse_split(model, sentences, args.batch_size))
+        train_runs.append(train_split(model, batches, Likelihood()))
+
+    score = statistics.median(r[0] for r in parse_runs)
+    decode = statistics.median(r[1] for r in parse_runs)
+    step = statistics.median(r[0] for r in train_runs)
+    mtt = statistics.median(r[1] for r in train_runs)
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {len(sentences)} test sentences, "
+          f"{train_sentences} training sentences in {len(batches)} batches, median of {args.repeats}")
+    print("| measure | value |\n|---|---:|")
+    print(f"| parsing, sentences/s (decoding included) | {len(sentences) / (score + decode):.1f} |")
+    print(f"| decoding share of parsing time | {100 * decode / (score + decode):.1f}% |")
+    print(f"| training, sentences/s | {train_sentences / step:.1f} |")
+    print(f"| MTT likelihood (forward + backward) share of a training step | {100 * mtt / step:.1f}% |")
+
+
+if __name__ == "__main__":
+    main()
