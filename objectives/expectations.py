@@ -19,15 +19,23 @@ from __future__ import annotations
 
 import torch
 from torch import Tensor
+from torch.autograd.function import once_differentiable
 
 from .mtt import (
+    Factorisation,
+    _inference,
+    _Marginals,
+    _laplacian,
+    _marginals_from,
+    _no_autocast,
+    _prepare,
+    _weighted_adjoint,
     arc_mask,
     check_arguments,
-    factorise,
     laplacian,
-    laplacian_adjoint,
     log_partition,
     log_partition_and_marginals,
+    marginal_vjp,
 )
 
 __all__ = [
@@ -57,16 +65,80 @@ def _check_features(scores: Tensor, r: Tensor, name: str) -> None:
 def expectation(scores: Tensor, lengths: Tensor, r: Tensor, multiroot: bool = False) -> Tensor:
     """T1: ``E[r(d)]`` for an additively decomposable ``r``. Returns ``(B, R)``."""
     _check_features(scores, r, "r")
-    _, mu = log_partition_and_marginals(scores, lengths, multiroot)
-    r = r.to(mu.dtype)
-    return (mu.unsqueeze(-1) * r).flatten(1, -2).sum(1)
+    if scores.dim() != 3 or r.requires_grad:  # labeled, or r needs its own gradient
+        mu = _inference(scores, lengths, multiroot, True, False)
+        return _contract(mu, r.to(mu.dtype))
+    lengths = torch.as_tensor(lengths, device=scores.device)
+    with _no_autocast(scores.device):
+        _, arcs, factor = _prepare(scores, lengths, multiroot, validate=True)
+        if torch.is_grad_enabled() and arcs.requires_grad:
+            return _Expectation.apply(arcs, r, factor)
+        return _contract(_marginals_from(factor), r.to(factor.weights.dtype)).to(arcs.dtype)
+
+
+def _contract(mu: Tensor, r: Tensor) -> Tensor:
+    """``sum_e mu_e r_e``: ``(B, ...)``, ``(B, ..., R)`` -> ``(B, R)`` (one batched matmul)."""
+    return (mu.flatten(1).unsqueeze(1) @ r.flatten(1, -2)).squeeze(1)
+
+
+class _Expectation(torch.autograd.Function):
+    """Unlabeled scores -> ``E[r]`` for constant ``r``; the gradient ``sum_k g_k Cov(r_k, 1_e)``
+    is one closed-form marginal VJP in the direction ``r g`` (T2 with R = 1)."""
+
+    @staticmethod
+    def forward(ctx, arcs: Tensor, r: Tensor, factor: Factorisation) -> Tensor:
+        ctx.factor, ctx.r = factor, r
+        return _contract(_marginals_from(factor), r.to(factor.weights.dtype)).to(arcs.dtype)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad: Tensor):
+        factor = ctx.factor
+        mu = _marginals_from(factor)
+        with _no_autocast(grad.device):
+            r = ctx.r.to(mu.dtype)
+            direction = (r.flatten(1, -2) @ grad.to(mu.dtype).unsqueeze(-1)).view(mu.shape)  # sum_k r_k g_k
+            vjp = marginal_vjp(factor, direction, mu)
+        return vjp.to(grad.dtype), None, None
 
 
 def entropy(scores: Tensor, lengths: Tensor, multiroot: bool = False) -> Tensor:
     """Shannon entropy in nats, ``log Z - sum_e mu_e scores_e``: ``(B,)``."""
-    log_z, mu = log_partition_and_marginals(scores, lengths, multiroot)
-    value = log_z - (mu * _finite(scores).to(mu.dtype)).flatten(1).sum(1)
-    return value.clamp_min(0.0)  # only rounding can make it negative
+    lengths = torch.as_tensor(lengths, device=scores.device)
+    if scores.dim() != 3:  # labeled (or invalid: the checks below name the problem)
+        log_z, mu = log_partition_and_marginals(scores, lengths, multiroot)
+        value = log_z - (mu * _finite(scores).to(mu.dtype)).flatten(1).sum(1)
+        return value.clamp_min(0.0)  # only rounding can make it negative
+    with _no_autocast(scores.device):
+        _, arcs, factor = _prepare(scores, lengths, multiroot, validate=True)
+        finite = factor.scores.nan_to_num(0.0, 0.0, 0.0)  # non-arcs and forbidden arcs (mu = 0) -> 0
+        if torch.is_grad_enabled() and arcs.requires_grad:
+            return _Entropy.apply(arcs, finite, factor)
+        return _entropy_value(factor, finite).to(arcs.dtype)
+
+
+def _entropy_value(factor: Factorisation, finite: Tensor) -> Tensor:
+    mu = _marginals_from(factor)
+    return (factor.log_partition - (mu * finite).sum((-2, -1))).clamp_min(0.0)  # < 0 only by rounding
+
+
+class _Entropy(torch.autograd.Function):
+    """Unlabeled scores -> entropy; the gradient ``-H s`` (``H`` the Hessian of log Z) is one
+    closed-form marginal VJP, with no autograd graph through log Z and the marginals."""
+
+    @staticmethod
+    def forward(ctx, arcs: Tensor, finite: Tensor, factor: Factorisation) -> Tensor:
+        ctx.factor, ctx.finite = factor, finite
+        return _entropy_value(factor, finite).to(arcs.dtype)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad: Tensor):
+        factor = ctx.factor
+        with _no_autocast(grad.device):
+            vjp = marginal_vjp(factor, ctx.finite, _marginals_from(factor))
+            out = vjp * -grad.to(vjp.dtype)[:, None, None]
+        return out.to(grad.dtype), None, None
 
 
 def cross_entropy(p_scores: Tensor, q_scores: Tensor, lengths: Tensor, multiroot: bool = False) -> Tensor:
@@ -165,25 +237,39 @@ def covariance_with_arcs(
     ``mu_e r_ek - w_e L*((X L(w r_k) X)^T)_e``: O(R N^3) and no one-hot ``s`` of size N^2.
     With ``r = dF/dE[f]`` contracted over features this is the gradient of ``F(E[f])``
     w.r.t. the scores (the covariance route of Druck & Smith, made cubic). Unlabeled
-    scores only; differentiable w.r.t. ``scores`` and ``r``.
+    scores only; differentiable w.r.t. ``scores`` and ``r``. Sentences without a tree
+    get 0.
     """
     lengths = torch.as_tensor(lengths, device=scores.device)
     if validate:
         check_arguments(scores, lengths)
         _check_features(scores, r, "r")
     out_dtype = _result_dtype(scores)
-    with torch.autocast(scores.device.type, enabled=False):
-        _, mu = log_partition_and_marginals(scores, lengths, multiroot, validate=False)
-        dtype = torch.float64 if scores.device.type != "mps" else torch.float32
-        mask = arc_mask(lengths, scores.shape[-1] - 1)
-        masked = scores.to(dtype).masked_fill(~mask, float("-inf"))
-        shift = masked.amax(dim=-2, keepdim=True).detach()
-        shift = torch.where(torch.isfinite(shift), shift, torch.zeros_like(shift))
-        weights = torch.exp(masked - shift)  # differentiable; the trace is scale-free
-        inverse = torch.linalg.inv(laplacian(weights, lengths, multiroot))
+    with _no_autocast(scores.device):
+        _, arcs, factor = _prepare(scores, lengths, multiroot, validate=False)
+        dtype, mask = factor.weights.dtype, factor.mask
         r = r.to(dtype).masked_fill(~mask[..., None], 0.0).movedim(-1, 1)  # (B, R, N+1, N+1)
-        lap_r = laplacian(weights.unsqueeze(1) * r, None, multiroot)  # (B, R, N, N)
+        if torch.is_grad_enabled() and arcs.requires_grad:
+            mu = _Marginals.apply(arcs, factor).to(dtype)
+            weights, inverse = _differentiable_inverse(arcs.to(dtype), mask, lengths, factor)
+        else:  # constants from the factorisation (0 on sentences without a tree)
+            mu, weights, inverse = _marginals_from(factor), factor.weights, factor.inverse
+        lap_r = _laplacian(weights.unsqueeze(1) * r, None, multiroot)  # (B, R, N, N)
         product = inverse.unsqueeze(1) @ lap_r @ inverse.unsqueeze(1)  # X L(w r_k) X
-        adjoint = laplacian_adjoint(product.transpose(-2, -1), multiroot)
-        per_arc = mu.to(dtype).unsqueeze(1) * r - weights.unsqueeze(1) * adjoint
+        per_arc = mu.unsqueeze(1) * r - _weighted_adjoint(weights.unsqueeze(1), product.mT, multiroot)
+        if factor.dead is not None:
+            per_arc = per_arc.masked_fill(factor.dead[:, None, None, None], 0.0)
     return per_arc.to(out_dtype)
+
+
+def _differentiable_inverse(arcs: Tensor, mask: Tensor, lengths: Tensor, factor: Factorisation):
+    """Shifted weights and the Laplacian's inverse with autograd (the trace is scale-free,
+    so any shift works); sentences without a tree get the identity (their result is masked)."""
+    masked = arcs.masked_fill(~mask, float("-inf"))
+    shift = masked.detach().amax(dim=-2, keepdim=True).nan_to_num_(0.0, 0.0, 0.0)
+    weights = torch.exp(masked - shift)
+    lap = laplacian(weights, lengths, factor.multiroot)
+    if factor.dead is not None:
+        eye = torch.eye(lap.shape[-1], dtype=lap.dtype, device=lap.device)
+        lap = torch.where(factor.dead[:, None, None], eye, lap)
+    return weights, torch.linalg.inv(lap)

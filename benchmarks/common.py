@@ -1,0 +1,123 @@
+"""Timing helpers for the benchmarks: interleaved repeats, medians, peak memory.
+
+The machines these run on are shared, so every comparison runs its contenders
+round-robin over the same inputs (each repeat times every contender once, in a rotating
+order) and reports medians and ratios taken from that same run.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import platform
+import statistics
+import time
+from collections.abc import Callable
+
+import torch
+
+
+def setup(threads: int = 1, seed: int = 0) -> None:
+    """Fix the intra-op thread count (1 by default: on shared cores OpenMP's spinning threads
+    make small batched LAPACK calls tens of times slower) and seed the global RNG."""
+    torch.set_num_threads(threads)
+    torch.manual_seed(seed)
+
+
+def machine() -> str:
+    """One line: CPU, cores, torch version, threads, date."""
+    cpu = platform.processor() or "cpu"
+    try:
+        with open("/proc/cpuinfo") as info:
+            cpu = next(line.split(":", 1)[1].strip() for line in info if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    return (
+        f"{cpu}, {os.cpu_count()} cores (shared), torch {torch.__version__}, "
+        f"{torch.get_num_threads()} thread(s), {datetime.date.today().isoformat()}"
+    )
+
+
+def interleaved(contenders: dict[str, Callable[[], object]], repeats: int, warmup: int = 1) -> dict[str, list[float]]:
+    """Seconds per call of each contender, ``repeats`` times, round-robin.
+
+    Repeat r runs the contenders in the order rotated by r, so none is always first
+    (caches, frequency). ``warmup`` untimed rounds come first.
+    """
+    names = list(contenders)
+    times: dict[str, list[float]] = {name: [] for name in names}
+    for r in range(warmup + repeats):
+        shift = r % len(names)
+        for name in names[shift:] + names[:shift]:
+            start = time.perf_counter()
+            contenders[name]()
+            elapsed = time.perf_counter() - start
+            if r >= warmup:
+                times[name].append(elapsed)
+    return times
+
+
+def interleaved_chunks(
+    contenders: dict[str, Callable[[int], object]], chunks: int, repeats: int, warmup: int = 1
+) -> dict[str, list[float]]:
+    """Like :func:`interleaved`, but each contender works through ``chunks`` pieces of the
+    workload (``contender(i)`` does piece i) and the contenders alternate piece by piece,
+    so load changes on a shared machine hit all of them alike. Returns, per contender, the
+    total seconds of each repeat (all pieces)."""
+    names = list(contenders)
+    times: dict[str, list[float]] = {name: [] for name in names}
+    for r in range(warmup + repeats):
+        total = dict.fromkeys(names, 0.0)
+        for i in range(chunks):
+            shift = (r + i) % len(names)
+            for name in names[shift:] + names[:shift]:
+                start = time.perf_counter()
+                contenders[name](i)
+                total[name] += time.perf_counter() - start
+        if r >= warmup:
+            for name in names:
+                times[name].append(total[name])
+    return times
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values)
+
+
+def medians(times: dict[str, list[float]]) -> dict[str, float]:
+    return {name: median(values) for name, values in times.items()}
+
+
+def peak_memory(function: Callable[[], object]) -> int:
+    """Peak bytes allocated by torch's CPU allocator during one call, above what was live
+    before it (the torch profiler's memory events, replayed in time order)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        function()
+    events = [e for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"]
+    events.sort(key=lambda e: e.start_ns())
+    current = peak = 0
+    for event in events:
+        current += event.nbytes()
+        peak = max(peak, current)
+    return peak
+
+
+def fmt_ms(seconds: float) -> str:
+    ms = seconds * 1e3
+    return f"{ms:.3f}" if ms < 1 else f"{ms:.2f}" if ms < 100 else f"{ms:.0f}"
+
+
+def fmt_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GiB"
+
+
+def markdown_table(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
+    return "\n".join(lines)
