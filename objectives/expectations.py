@@ -23,12 +23,14 @@ from torch.autograd.function import once_differentiable
 
 from .mtt import (
     Factorisation,
+    _exact_derivatives,
     _inference,
     _Marginals,
     _laplacian,
     _marginals_from,
     _no_autocast,
     _prepare,
+    _sum_labels,
     _weighted_adjoint,
     arc_mask,
     check_arguments,
@@ -202,11 +204,11 @@ def second_order(scores: Tensor, lengths: Tensor, r: Tensor, s: Tensor, multiroo
 
 def _labeled_covariance(scores, lengths, r, s, multiroot):
     dtype = torch.float64 if scores.device.type != "mps" else torch.float32
-    q = scores.to(dtype).masked_fill(~arc_mask(lengths, scores.shape[1] - 1)[..., None], 0.0).softmax(-1)
+    filled, arcs = _sum_labels(scores.to(dtype).masked_fill(~arc_mask(lengths, scores.shape[1] - 1)[..., None], 0.0))
+    q = filled.softmax(-1)
     r, s = r.to(dtype), s.to(dtype)
     r_bar = (q.unsqueeze(-1) * r).sum(-2)
     s_bar = (q.unsqueeze(-1) * s).sum(-2)
-    arcs = scores.to(dtype).logsumexp(-1)
     between = _arc_covariance(arcs, lengths, r_bar, s_bar, multiroot)
     _, mu = log_partition_and_marginals(arcs, lengths, multiroot, validate=False)
     within = torch.einsum("bhm,bhmlr,bhmls->brs", mu, q.unsqueeze(-1) * r, s) - torch.einsum(
@@ -238,7 +240,8 @@ def covariance_with_arcs(
     With ``r = dF/dE[f]`` contracted over features this is the gradient of ``F(E[f])``
     w.r.t. the scores (the covariance route of Druck & Smith, made cubic). Unlabeled
     scores only; differentiable w.r.t. ``scores`` and ``r``. Sentences without a tree
-    get 0.
+    get 0; those whose LU cancels (``factor.exact``) get double backward through
+    :func:`~objectives.mtt._eliminate`.
     """
     lengths = torch.as_tensor(lengths, device=scores.device)
     if validate:
@@ -252,24 +255,30 @@ def covariance_with_arcs(
         if torch.is_grad_enabled() and arcs.requires_grad:
             mu = _Marginals.apply(arcs, factor).to(dtype)
             weights, inverse = _differentiable_inverse(arcs.to(dtype), mask, lengths, factor)
-        else:  # constants from the factorisation (0 on sentences without a tree)
+        else:  # constants from the factorisation (0 on dead and exact sentences)
             mu, weights, inverse = _marginals_from(factor), factor.weights, factor.inverse
         lap_r = _laplacian(weights.unsqueeze(1) * r, None, multiroot)  # (B, R, N, N)
         product = inverse.unsqueeze(1) @ lap_r @ inverse.unsqueeze(1)  # X L(w r_k) X
         per_arc = mu.unsqueeze(1) * r - _weighted_adjoint(weights.unsqueeze(1), product.mT, multiroot)
         if factor.dead is not None:
             per_arc = per_arc.masked_fill(factor.dead[:, None, None, None], 0.0)
+        if factor.exact is not None and r.shape[1]:  # (no features: nothing to replace)
+            exact = factor.exact
+            masked = arcs.to(dtype).masked_fill(~mask, float("-inf"))[exact]
+            per_arc = per_arc.index_put((exact,), _exact_derivatives(masked, factor.padding, multiroot, r[exact]))
     return per_arc.to(out_dtype)
 
 
 def _differentiable_inverse(arcs: Tensor, mask: Tensor, lengths: Tensor, factor: Factorisation):
     """Shifted weights and the Laplacian's inverse with autograd (the trace is scale-free,
-    so any shift works); sentences without a tree get the identity (their result is masked)."""
+    so any shift works); sentences without a tree or with a cancelling LU get the identity
+    (their result is replaced)."""
     masked = arcs.masked_fill(~mask, float("-inf"))
     shift = masked.detach().amax(dim=-2, keepdim=True).nan_to_num_(0.0, 0.0, 0.0)
     weights = torch.exp(masked - shift)
     lap = laplacian(weights, lengths, factor.multiroot)
-    if factor.dead is not None:
+    unfactored = factor.unfactored()
+    if unfactored is not None:
         eye = torch.eye(lap.shape[-1], dtype=lap.dtype, device=lap.device)
-        lap = torch.where(factor.dead[:, None, None], eye, lap)
+        lap = torch.where(unfactored[:, None, None], eye, lap)
     return weights, torch.linalg.inv(lap)

@@ -17,6 +17,14 @@ exponentiating; this is exact because every tree has exactly one arc into each w
 (autocast off) and both ``log Z`` and its inverse come from that factorisation. Results
 are returned in the input dtype.
 
+Cancellation. When the best incoming arcs of some words form a cycle with a large score
+gap, the shifted Laplacian has O(1) entries but a tiny determinant and the LU loses about
+``log(prod_m S_m / det)`` nats of digits (``S_m`` the weight into word m: Hadamard's bound).
+Sentences losing more than half the digits, and those the LU finds singular, are redone by
+:func:`_eliminate`, which has no subtractions; their marginals and marginal gradients are
+taken by autograd through it. Arcs more than ~700 nats (float64 ``exp`` underflow) below
+the best arc into the same word count as absent, in both paths.
+
 Gradients. ``d log Z / d scores`` is the marginal matrix; the gradient of the marginals
 (the Hessian-vector product of ``log Z``) is written from the closed form
 ``mu * g - w * L*((X L(w * g) X)^T)`` (T2 with one direction), so entropy, KL, risk and GE
@@ -32,6 +40,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import math
 import warnings
 from dataclasses import dataclass
 
@@ -64,14 +73,13 @@ def _compute_dtype(dtype: torch.dtype, device: torch.device) -> torch.dtype:
 
 
 @functools.lru_cache(maxsize=256)
-def _constants(n: int, device: torch.device) -> tuple[Tensor, Tensor, Tensor]:
-    """Cached per (N, device), never written to: positions ``(N+1,)``, the ``(N+1, N+1)``
-    mask of h != m and m != 0, and LAPACK's 1-based identity pivots ``(N,)`` (int32)."""
+def _constants(n: int, device: torch.device) -> tuple[Tensor, Tensor]:
+    """Cached per (N, device), never written to: positions ``(N+1,)`` and the ``(N+1, N+1)``
+    mask of h != m and m != 0."""
     positions = torch.arange(n + 1, device=device)
     static = ~torch.eye(n + 1, dtype=torch.bool, device=device)
     static[:, 0] = False
-    pivots = torch.arange(1, n + 1, device=device, dtype=torch.int32)
-    return positions, static, pivots
+    return positions, static
 
 
 @functools.lru_cache(maxsize=256)
@@ -82,7 +90,7 @@ def _eye(n: int, dtype: torch.dtype, device: torch.device) -> Tensor:
 
 def _masks(lengths: Tensor, n: int) -> tuple[Tensor, Tensor]:
     """``(arc mask (B, N+1, N+1), inside (B, N+1))``; ``inside[b, i]`` is ``i <= lengths[b]``."""
-    positions, static, _ = _constants(n, lengths.device)
+    positions, static = _constants(n, lengths.device)
     inside = positions <= lengths.unsqueeze(-1)
     return torch.logical_and(static, inside.unsqueeze(-1)).logical_and_(inside.unsqueeze(-2)), inside
 
@@ -201,10 +209,11 @@ def _weighted_adjoint(weights: Tensor, matrix: Tensor, multiroot: bool) -> Tenso
 class Factorisation:
     """Everything the closed-form gradients need, computed once without autograd.
 
-    Attributes: ``weights`` ``(B, N+1, N+1)`` shifted arc weights (0 on non-arcs and on
-    sentences without a tree), ``inverse`` ``(B, N, N)`` the Laplacian's inverse (0 on
-    sentences without a tree), ``log_partition`` ``(B,)``. ``marginals`` is filled on first
-    use by :func:`_marginals_from` and shared by every reader.
+    Attributes: ``weights`` ``(B, N+1, N+1)`` shifted arc weights, ``inverse`` ``(B, N, N)``
+    the Laplacian's inverse (both 0 on ``dead`` and ``exact`` sentences), ``log_partition``
+    ``(B,)``. ``marginals`` is filled on first use by :func:`_marginals_from` and shared by
+    every reader. ``exact`` sentences (a tree, but an LU that cancels) take ``log Z`` from
+    :func:`_eliminate`, and marginals and their VJPs from autograd through it.
     """
 
     weights: Tensor
@@ -214,7 +223,16 @@ class Factorisation:
     marginals: Tensor | None = None
     dead: Tensor | None = None  # (B,) bool: sentences without a tree, or None if there are none
     mask: Tensor | None = None  # (B, N+1, N+1) bool arc mask, when the caller had it
-    scores: Tensor | None = None  # (B, N+1, N+1) compute-dtype scores, -inf off arcs, when the caller had them
+    scores: Tensor | None = None  # (B, N+1, N+1) compute-dtype scores, -inf off arcs
+    exact: Tensor | None = None  # (F,) long: the sentences done by _eliminate that have a tree, or None
+    padding: Tensor | None = None  # (F, N) bool: the padded words of the ``exact`` sentences
+
+    def unfactored(self) -> Tensor | None:
+        """``(B,)`` bool: ``dead`` or ``exact`` sentences (weights and inverse 0), or None if none."""
+        if self.exact is None:
+            return self.dead
+        unfactored = torch.zeros_like(self.log_partition, dtype=torch.bool).index_fill_(0, self.exact, True)
+        return unfactored if self.dead is None else unfactored.logical_or_(self.dead)
 
 
 def factorise(scores: Tensor, lengths: Tensor, multiroot: bool = False) -> Factorisation:
@@ -236,35 +254,111 @@ def _factorise(masked: Tensor, inside: Tensor, multiroot: bool, stacklevel: int 
     lap = _laplacian(weights, ~inside[:, 1:], multiroot)
     lu, pivots, _ = torch.linalg.lu_factor_ex(lap)
     diag = lu.diagonal(dim1=-2, dim2=-1)
-    log_det = diag.abs().log().sum(-1)  # -inf for an exactly singular Laplacian (no tree)
-    # det < 0 (odd number of negative pivots and row swaps) is rounding on a singular matrix
-    negative = (diag < 0).sum(-1) + (pivots != _constants(n, masked.device)[2]).sum(-1)
-    alive = torch.isfinite(log_det).logical_and_(negative % 2 == 0)
-    eye = _eye(n, masked.dtype, masked.device)
-    if not bool(alive.all()):
-        dead = ~alive
+    log_det = diag.abs().log().sum(-1)  # -inf for an exactly singular Laplacian
+    # |det| <= prod_m S_m, S_m >= 1 the weight into word m (padding: 1), so the LU loses about
+    # log(prod S / |det|) nats of digits: redo where that is over half of them. This also
+    # covers a singular Laplacian (infinite loss) and det < 0 (rounding on a near-singular
+    # matrix: an error larger than |det| itself, a loss of all the digits).
+    lost = weights.sum(-2).clamp_min_(1.0).log_().sum(-1) - log_det
+    redo = lost > -0.5 * math.log(torch.finfo(masked.dtype).eps)
+    inverse = torch.linalg.lu_solve(lu, pivots, _eye(n, masked.dtype, masked.device).expand_as(lap))
+    # a real word's shift is finite unless the sentence has no tree (then it is redone)
+    factor = Factorisation(weights, inverse, log_det + shift.sum((-2, -1)), multiroot, scores=masked)
+    if bool(redo.any()):
+        _redo(factor, redo, ~inside[:, 1:], stacklevel + 1)
+    return factor
+
+
+def _redo(factor: Factorisation, redo: Tensor, padding: Tensor, stacklevel: int) -> None:
+    """Redo the ``redo`` ``(B,)`` sentences of ``factor`` (padding ``(B, N)``) with
+    :func:`_eliminate`; warn about those without a tree. Updates ``factor`` in place."""
+    index = redo.nonzero().flatten()
+    log_z = _eliminate(factor.scores[index], padding[index], factor.multiroot)
+    factor.log_partition[index] = log_z
+    tree = log_z > float("-inf")
+    if not bool(tree.all()):
+        dead = index[~tree]
         warnings.warn(
-            f"no spanning tree (or a numerically singular Laplacian) in sentences "
-            f"{dead.nonzero().flatten().tolist()} of the batch: log Z = -inf, zero marginals",
+            f"no spanning tree in sentences {dead.tolist()} of the batch: log Z = -inf, zero marginals",
             NoSpanningTreeWarning,
             stacklevel=stacklevel,
         )
-        lu, pivots = torch.linalg.lu_factor(torch.where(dead[:, None, None], eye, lap))
-        inverse = torch.linalg.lu_solve(lu, pivots, eye.expand_as(lap)).masked_fill_(dead[:, None, None], 0.0)
-        weights = weights.masked_fill_(dead[:, None, None], 0.0)
-        log_det = log_det.masked_fill(dead, float("-inf"))
-    else:
-        inverse = torch.linalg.lu_solve(lu, pivots, eye.expand_as(lap))
-        dead = None
-    # a real word's shift is finite unless the sentence is dead; padding and column 0 have 0
-    log_z = log_det + shift.sum((-2, -1))
-    return Factorisation(weights, inverse, log_z, multiroot, dead=dead)
+        factor.dead = torch.zeros_like(redo).index_fill_(0, dead, True)
+    if bool(tree.any()):
+        factor.exact, factor.padding = index[tree], padding[index[tree]]
+    factor.weights.masked_fill_(redo[:, None, None], 0.0)
+    factor.inverse.masked_fill_(redo[:, None, None], 0.0)
+
+
+def _eliminate(scores: Tensor, padding: Tensor, multiroot: bool) -> Tensor:
+    """``log Z`` without subtractions (Grassmann, Taksar & Heyman's elimination): ``(F,)``.
+
+    Args: ``scores`` ``(F, N+1, N+1)`` in the compute dtype, ``-inf`` off the arcs (may
+    require grad: the result is differentiable); ``padding`` ``(F, N)`` bool.
+
+    Multi-root: eliminating word k from the Laplacian with word arcs ``A`` (h -> m) and root
+    weights ``r`` (a Kron reduction) leaves the Laplacian of the other words with
+    ``A_ij += A_ik A_kj / d_k`` and ``r_j += r_k A_kj / d_k``, where the pivot
+    ``d_k = r_k + sum_i A_ik`` runs over the words not yet eliminated, and
+    ``det = prod_k d_k``. Every step adds and multiplies non-negative numbers, so no digit
+    is lost however close to singular the Laplacian is, and ``d_k = 0`` exactly when no
+    tree exists.
+
+    Single-root (Koo et al.): ``Z = [eps^1] Z_multi(eps r)``. To first order in eps the
+    pivot is ``w_k = sum_i A_ik`` (no root weight), ``A'`` is as above, and the root weights
+    ``r + r_k A_k. / w_k`` stay first order, so ``Z = w_k Z'(r + r_k A_k. / w_k)`` (the first
+    order part of ``A'`` drops out: the columns of a Laplacian without root sum to 0). ``Z'``
+    is linear in the root weights, so ``Z = (w_k + r_k) Z'((w_k r + r_k A_k.) / (w_k + r_k))``,
+    a convex combination that keeps them bounded. ``w_k = 0`` (no word left reaches k: k is
+    the root's only child; at the latest, the last word) makes the pivot ``eps r_k`` and the
+    rest multi-root at order 0 with root weights ``A_k.``: ``Z = r_k Z'_multi(A_k.)``, the
+    same formula, and the elimination is multi-root from then on.
+    """
+    shift = scores.detach().amax(-2, keepdim=True).nan_to_num_(0.0, 0.0, 0.0)
+    weights = torch.exp(scores - shift)
+    root, arcs = weights[:, 0, 1:], weights[:, 1:, 1:]
+    log_z = shift.sum((-2, -1))
+    multi = torch.full_like(log_z, multiroot, dtype=torch.bool)  # single-root: until a root child is found
+    pad = padding.to(weights.dtype)  # padded words: pivot 1, no arcs
+    for k in range(arcs.shape[-1]):  # word k + 1 is row 0 of what is left
+        into, out, first = arcs[:, 1:, 0], arcs[:, 0, 1:], root[:, 0]
+        words = into.sum(-1) + pad[:, k]
+        pivot = words + first  # the factor of Z (0: no tree)
+        lap = torch.where(multi, pivot, words)  # the Laplacian's pivot
+        arcs = arcs[:, 1:, 1:] + (into / torch.where(lap > 0, lap, 1.0)[:, None]).unsqueeze(-1) * out.unsqueeze(-2)
+        pivot_or_1 = torch.where(pivot > 0, pivot, 1.0)
+        keep = torch.where(multi, 1.0, words / pivot_or_1)
+        root = root[:, 1:] * keep[:, None] + (first / pivot_or_1)[:, None] * out
+        multi = multi.logical_or(words == 0)
+        log_z = log_z + pivot.log()
+    return log_z
+
+
+def _exact_derivatives(scores: Tensor, padding: Tensor, multiroot: bool, directions: Tensor | None = None) -> Tensor:
+    """Marginals ``(F, N+1, N+1)`` of the sentences of :func:`_eliminate` (same arguments),
+    by autograd through it; with ``directions`` ``(F, R, N+1, N+1)``, their VJPs
+    ``sum_e d_e d mu_e / d scores`` ``(F, R, N+1, N+1)`` by double backward. The result is
+    differentiable when grad mode is on and ``scores`` or ``directions`` require grad. Works
+    under ``torch.inference_mode`` too (the clone makes a normal tensor of an inference one)."""
+    create = torch.is_grad_enabled() and (scores.requires_grad or (directions is not None and directions.requires_grad))
+    with torch.inference_mode(False), torch.enable_grad():
+        x = scores if scores.requires_grad else scores.clone().requires_grad_()
+        log_z = _eliminate(x, padding, multiroot)
+        (mu,) = torch.autograd.grad(log_z.sum(), x, create_graph=create or directions is not None)
+        if directions is None:
+            return mu
+        (vjps,) = torch.autograd.grad(mu, x, directions.movedim(1, 0), create_graph=create, is_grads_batched=True)
+    return vjps.movedim(0, 1)
 
 
 def _marginals_from(factor: Factorisation) -> Tensor:
-    """``mu = w * L*(X^T)``: ``(B, N+1, N+1)`` in the compute dtype (computed once per factor)."""
+    """``mu = w * L*(X^T)``: ``(B, N+1, N+1)`` in the compute dtype (computed once per factor;
+    ``exact`` sentences by autograd through :func:`_eliminate`)."""
     if factor.marginals is None:
-        factor.marginals = _weighted_adjoint(factor.weights, factor.inverse.mT, factor.multiroot)
+        mu = _weighted_adjoint(factor.weights, factor.inverse.mT, factor.multiroot)
+        if factor.exact is not None:
+            mu[factor.exact] = _exact_derivatives(factor.scores[factor.exact], factor.padding, factor.multiroot)
+        factor.marginals = mu
     return factor.marginals
 
 
@@ -277,7 +371,11 @@ def marginal_vjp(factor: Factorisation, grad: Tensor, mu: Tensor) -> Tensor:
     inverse = factor.inverse
     middle = _laplacian(factor.weights * grad, None, factor.multiroot)
     product = inverse @ middle @ inverse
-    return mu * grad - _weighted_adjoint(factor.weights, product.mT, factor.multiroot)
+    vjp = mu * grad - _weighted_adjoint(factor.weights, product.mT, factor.multiroot)
+    if factor.exact is not None:  # double backward through _eliminate
+        scores, direction = factor.scores[factor.exact], grad[factor.exact].unsqueeze(1)
+        vjp[factor.exact] = _exact_derivatives(scores, factor.padding, factor.multiroot, direction).squeeze(1)
+    return vjp
 
 
 class _Marginals(torch.autograd.Function):
@@ -328,9 +426,9 @@ def _no_autocast(device: torch.device):
 def _prepare(scores: Tensor, lengths: Tensor, multiroot: bool, validate: bool) -> tuple[Tensor, Tensor, Factorisation]:
     """Validate, mask and factorise once; call with autocast off.
 
-    Returns ``filled`` (``scores`` in float32/64 with 0 on non-arcs, labeled if ``scores``
-    is), ``arcs`` (the unlabeled ``(B, N+1, N+1)`` scores, 0 on non-arcs; both differentiable)
-    and the :class:`Factorisation`.
+    Returns ``filled`` (``scores`` in float32/64 with 0 on non-arcs and on arcs that allow
+    no label, labeled if ``scores`` is), ``arcs`` (the unlabeled ``(B, N+1, N+1)`` scores,
+    0 on non-arcs; both differentiable) and the :class:`Factorisation`.
     """
     if validate:
         _check_shapes(scores, lengths, "scores")
@@ -343,12 +441,21 @@ def _prepare(scores: Tensor, lengths: Tensor, multiroot: bool, validate: bool) -
     filled = scores.masked_fill(nonarc[..., None] if labeled else nonarc, 0.0)
     if validate:
         _check_values(filled, "scores")
-    arcs = filled.logsumexp(-1) if labeled else filled
+    filled, arcs = _sum_labels(filled) if labeled else (filled, filled)
     # detached: no graph is recorded, so no no_grad() context is needed
     masked = arcs.detach().to(_compute_dtype(arcs.dtype, arcs.device)).masked_fill(nonarc, float("-inf"))
     factor = _factorise(masked, inside, multiroot)
-    factor.mask, factor.scores = mask, masked
+    factor.mask = mask
     return filled, arcs, factor
+
+
+def _sum_labels(filled: Tensor) -> tuple[Tensor, Tensor]:
+    """Labeled scores ``(B, N+1, N+1, L)`` (finite on non-arcs) -> (``filled`` with 0 on arcs
+    that allow no label, so that their label softmax is finite; the arc scores
+    ``logsumexp_l`` ``(B, N+1, N+1)``, ``-inf`` on those arcs, with finite gradients)."""
+    impossible = (filled == float("-inf")).all(-1)
+    filled = filled.masked_fill(impossible.unsqueeze(-1), 0.0)
+    return filled, filled.logsumexp(-1).masked_fill(impossible, float("-inf"))
 
 
 def log_partition_and_marginals(
