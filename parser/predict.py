@@ -1,6 +1,8 @@
 """Parse a CoNLL-U (or one-sentence-per-line text) file with a trained checkpoint.
 
     python -m parser.predict CKPT IN.conllu OUT.conllu [--batch-size 32] [--device cpu]
+    python train.py predict --config CONFIG --ckpt_path CKPT --data.predict IN.conllu \
+        --trainer.callbacks+=parser.predict.ConlluWriter --trainer.callbacks.output OUT.conllu
 
 HEAD and DEPREL are filled in; every other column, comment, multiword-token line and
 empty node of the input is written back unchanged, and no sentence is ever dropped.
@@ -12,9 +14,24 @@ import argparse
 import time
 
 import torch
+from lightning.pytorch.callbacks import BasePredictionWriter
 
 from .data import read_sentences, write_conllu
 from .model import Parser
+
+
+class ConlluWriter(BasePredictionWriter):
+    """Writes ``trainer.predict``'s parses of ``data.predict`` to ``output`` as CoNLL-U, in input order."""
+
+    def __init__(self, output: str):
+        super().__init__(write_interval="epoch")
+        self.output = output
+
+    def write_on_epoch_end(self, trainer, pl_module, predictions, batch_indices) -> None:
+        parses = {index: (heads, labels) for batch in predictions for index, heads, labels in batch}
+        sentences = trainer.datamodule.predict_sentences
+        ordered = [parses[i] for i in range(len(sentences))]
+        write_conllu(sentences, self.output, heads=[h for h, _ in ordered], deprels=[l for _, l in ordered])
 
 
 def predict(checkpoint: str, source: str, target: str, batch_size: int = 32, device: str | None = None) -> float:

@@ -13,7 +13,7 @@ from objectives.likelihood import Likelihood
 from parser.data import DependencyDataModule, read_conllu
 from parser.evaluate import evaluate
 from parser.model import Parser
-from parser.predict import predict
+from parser.predict import ConlluWriter, predict
 
 EWT = "UD_English-EWT/en_ewt-ud-dev.conllu"
 
@@ -71,6 +71,13 @@ def test_fit_checkpoint_parse_round_trip(tiny_bert_dir, small_treebank, tmp_path
     assert [s.upos for s in gold] == [s.upos for s in pred]
     scores = evaluate(small_treebank, out)
     assert 0 <= scores["las"] <= scores["uas"] <= 100
+
+    written = tmp_path / "trainer-pred.conllu"  # the same through Trainer.predict and the writer callback
+    data.predict = str(small_treebank)
+    Trainer(logger=False, enable_progress_bar=False, callbacks=[ConlluWriter(str(written))]).predict(
+        loaded, datamodule=data, return_predictions=False
+    )
+    assert written.read_text(encoding="utf-8") == out.read_text(encoding="utf-8")
 
 
 def test_training_decreases_the_loss(tiny_bert_dir, small_treebank):
