@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import os
 import statistics
 import subprocess
@@ -28,7 +29,8 @@ CONFIGS = {"supervised": "likelihood", "entropy": "entropy", "ge": "ge", "kl": "
 
 def run_cell(objective: str, size: int, seed: int, args: argparse.Namespace) -> dict:
     """Train one cell, parse the test set with its best checkpoint, return its scores."""
-    out = Path(args.output) / f"{objective}-k{size}-s{seed}"
+    variant = "".join(c if c.isalnum() or c in "._" else "_" for c in args.train_args)
+    out = Path(args.output) / f"{objective}-k{size}-s{seed}{variant}"
     command = [
         sys.executable, str(ROOT / "train.py"), "--objective", CONFIGS[objective],
         "--seed_everything", str(seed), "--data.seed", str(seed),
@@ -41,6 +43,7 @@ def run_cell(objective: str, size: int, seed: int, args: argparse.Namespace) -> 
     ]
     if objective == "kl":
         command += ["--model.teacher", args.teacher]
+    command += shlex.split(args.train_args)
     start = time.perf_counter()
     subprocess.run(command, check=True, cwd=ROOT)
     train_seconds = time.perf_counter() - start
@@ -49,7 +52,7 @@ def run_cell(objective: str, size: int, seed: int, args: argparse.Namespace) -> 
     predicted = out / "test.pred.conllu"
     subprocess.run([sys.executable, "-m", "parser.predict", str(best), str(test), str(predicted)], check=True, cwd=ROOT)
     scores = evaluate(test, predicted)
-    return {"objective": objective, "labeled": size, "seed": seed, "train_seconds": round(train_seconds),
+    return {"objective": objective, "variant": args.train_args, "labeled": size, "seed": seed, "train_seconds": round(train_seconds),
             "max_steps": args.max_steps, **{k: round(v, 2) for k, v in scores.items()}}
 
 
@@ -58,15 +61,16 @@ def report(results: Path) -> str:
     runs = [json.loads(line) for line in results.read_text().splitlines() if line.strip()]
     cells: dict[tuple[int, str], list[dict]] = {}
     for run in runs:
-        cells.setdefault((run["labeled"], run["objective"]), []).append(run)
-    lines = ["| labeled | objective | seeds | test UAS | test LAS | minutes per run |", "|---:|---|---:|---:|---:|---:|"]
-    for (size, objective), group in sorted(cells.items(), key=lambda c: (c[0][0], list(CONFIGS).index(c[0][1]))):
+        cells.setdefault((run["labeled"], run["objective"], run.get("variant", "")), []).append(run)
+    lines = ["| labeled | objective | overrides | seeds | test UAS | test LAS | minutes per run |",
+             "|---:|---|---|---:|---:|---:|---:|"]
+    for (size, objective, variant), group in sorted(cells.items(), key=lambda c: (c[0][0], list(CONFIGS).index(c[0][1]), c[0][2])):
         def stat(key: str) -> str:
             values = [g[key] for g in group]
             spread = f" ± {statistics.stdev(values):.2f}" if len(values) > 1 else ""
             return f"{statistics.mean(values):.2f}{spread}"
         minutes = statistics.mean(g["train_seconds"] for g in group) / 60
-        lines.append(f"| {size} | {objective} | {len(group)} | {stat('uas')} | {stat('las')} | {minutes:.0f} |")
+        lines.append(f"| {size} | {objective} | {variant or '-'} | {len(group)} | {stat('uas')} | {stat('las')} | {minutes:.0f} |")
     return "\n".join(lines)
 
 
@@ -82,6 +86,7 @@ def main() -> None:
     cli.add_argument("--val-every", type=int, default=100)
     cli.add_argument("--val-fraction", type=float, default=0.25, help="share of dev used for model selection")
     cli.add_argument("--batch-tokens", type=int, default=500)
+    cli.add_argument("--train-args", default="", help="extra train.py overrides, e.g. '--model.unsupervised_weight 0.1'")
     cli.add_argument("--output", default="runs/low_resource")
     cli.add_argument("--results", default="runs/low_resource/results.jsonl")
     cli.add_argument("--report", action="store_true", help="only print the table of --results")
