@@ -6,6 +6,8 @@ import pytest
 import torch
 
 from objectives import baselines as bl
+
+from .cases import DTYPES, SHAPES, TOL, TREE_SETS, batch, check
 from objectives import expectations as ex
 from objectives.expectations import (
     covariance,
@@ -17,17 +19,7 @@ from objectives.expectations import (
     second_order,
 )
 
-TREE_SETS = [False, True]
-DTYPES = [torch.float64, torch.float32]
-TOL = {torch.float64: {"rtol": 1e-10, "atol": 1e-10}, torch.float32: {"rtol": 1e-4, "atol": 1e-5}}
-SHAPES = [(n, None) for n in range(1, 7)] + [(n, 3) for n in range(1, 5)]
 F64 = TOL[torch.float64]
-
-
-def batch(n, num_labels=None, dtype=torch.float64, seed=0, scale=2.0):
-    """Mixed lengths with n the longest; large garbage on padding and non-arcs."""
-    generator = torch.Generator().manual_seed(seed)
-    return bl.random_batch([n, 1, (n + 1) // 2, n], num_labels, scale=scale, dtype=dtype, generator=generator)
 
 
 def features(scores, lengths, dims, seed=1):
@@ -36,11 +28,6 @@ def features(scores, lengths, dims, seed=1):
     values = torch.randn(*scores.shape, dims, generator=generator, dtype=torch.float64)
     mask = bl.arc_mask(lengths, scores.shape[1]).view(scores.shape[:3] + (1,) * (scores.dim() - 2))
     return torch.where(mask, values, 1e3).to(scores.dtype)
-
-
-def check(got, expected, dtype):
-    assert got.dtype == dtype
-    torch.testing.assert_close(got.double(), expected, **TOL[dtype])
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
