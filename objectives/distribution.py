@@ -73,13 +73,11 @@ class TreeCRF(Distribution):
 
     def entropy(self) -> Tensor:
         """Shannon entropy in nats: ``(B,)``."""
-        log_z, mu = self._inference
-        return (log_z - (mu * expectations._finite(self.scores).to(mu.dtype)).flatten(1).sum(1)).clamp_min(0.0)
+        return expectations.entropy(self.scores, self.lengths, self.multiroot)
 
     def expectation(self, r: Tensor) -> Tensor:
         """T1 ``E[r(d)]``: ``(B, R)`` for ``r`` of shape ``scores.shape + (R,)``."""
-        expectations._check_features(self.scores, r, "r")
-        return (self.marginals.unsqueeze(-1) * r.to(self.marginals.dtype)).flatten(1, -2).sum(1)
+        return expectations.expectation(self.scores, self.lengths, r, self.multiroot)
 
     def second_order(self, r: Tensor, s: Tensor) -> Tensor:
         """T2 ``E[r(d) s(d)^T]``: ``(B, R, S)``."""

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,9 +18,6 @@ from .data import Batch, Sentence, build_upos_vocab, collate, Vocab
 from .decode import mst, mst_labels
 from .encoder import WordEncoder
 from .metrics import AttachmentScore, universal_index
-
-log = logging.getLogger(__name__)
-
 
 @dataclass
 class Parse:
