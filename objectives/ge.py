@@ -7,12 +7,15 @@ is given, the child is on that side of its head. The model's rate is the expecte
 of such arcs in the batch over the number of ``child`` words in it,
 ``p_k = E[sum_e f_k(e)] / #child_k``, an estimate of ``p(parent | child)``; the loss
 penalises its distance to the target. Rules files are YAML (see
-``configs/rules/naseem_ud.yaml`` for the format).
+``configs/rules/naseem_ud.yaml`` for the format). Targets come from the rules file or are
+estimated from gold trees (a small labeled sample) with :meth:`GeneralizedExpectation.fit_targets`;
+``"tag_pairs"`` names the constraint set of every (parent, child, direction) tag triple, whose
+targets, estimated from a sample, give the whole head-tag distribution of each child tag.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, NamedTuple
@@ -27,13 +30,17 @@ from .expectations import covariance_with_arcs, expectation
 from .mtt import arc_mask
 from .objective import Objective, Scores, TreeBatch
 
-__all__ = ["UPOS_TAGS", "ROOT", "Constraint", "load_constraints", "estimate_targets", "GeneralizedExpectation"]
+__all__ = [
+    "UPOS_TAGS", "ROOT", "TAG_PAIRS", "Constraint", "load_constraints", "tag_pair_constraints", "estimate_targets",
+    "GeneralizedExpectation",
+]  # fmt: skip
 
 UPOS_TAGS = (
     "ADJ", "ADP", "ADV", "AUX", "CCONJ", "DET", "INTJ", "NOUN", "NUM",
     "PART", "PRON", "PROPN", "PUNCT", "SCONJ", "SYM", "VERB", "X",
 )  # fmt: skip
 ROOT = "root"
+TAG_PAIRS = "tag_pairs"  # the name of the constraint set built by tag_pair_constraints()
 _ROOT_ID = -1  # parent id of a root constraint: never a vocabulary index
 _DIRECTIONS = {None: 0, "left": -1, "right": 1}  # the sign of (child - head) a constraint asks for
 _EPS = 1e-6  # rates and targets are clamped to [eps, 1 - eps] inside the Bernoulli KL
@@ -50,14 +57,15 @@ class Constraint:
     Attributes:
         parent: a UD UPOS tag, or ``"root"`` for the artificial root.
         child: a UD UPOS tag.
-        target: the target rate in [0, 1].
+        target: the target rate in [0, 1], or ``None`` when it is to be estimated from a
+            labeled sample.
         direction: ``"left"`` (the child precedes its head), ``"right"`` (it follows its
             head) or ``None`` (either side).
     """
 
     parent: str
     child: str
-    target: float
+    target: float | None = None
     direction: str | None = None
 
     def __post_init__(self) -> None:
@@ -67,7 +75,7 @@ class Constraint:
             raise ValueError(f"child must be a UPOS tag, got {self.child!r}")
         if self.direction not in _DIRECTIONS:
             raise ValueError(f"direction must be 'left', 'right' or None, got {self.direction!r}")
-        if not 0 <= self.target <= 1:
+        if self.target is not None and not 0 <= self.target <= 1:
             raise ValueError(f"target must lie in [0, 1], got {self.target}")
 
 
@@ -77,6 +85,19 @@ def load_constraints(path: str | Path) -> list[Constraint]:
     if not isinstance(rules, dict) or not isinstance(rules.get("constraints"), list):
         raise ValueError(f"{path}: expected a mapping with a 'constraints' list")
     return [Constraint(**rule) for rule in rules["constraints"]]
+
+
+def tag_pair_constraints() -> list[Constraint]:
+    """Every (parent, child, direction) triple of UD tags, root included, without targets.
+
+    With targets estimated from gold trees they state, for each child tag, the whole
+    distribution of its head's tag and side (root heads are always on the left).
+    """
+    constraints = [Constraint(ROOT, child) for child in UPOS_TAGS]
+    for child in UPOS_TAGS:
+        for parent in UPOS_TAGS:
+            constraints += [Constraint(parent, child, direction=side) for side in ("left", "right")]
+    return constraints
 
 
 class _Ids(NamedTuple):
@@ -114,18 +135,33 @@ def _fires(ids: _Ids, parent_tags: Tensor, child: Tensor, head: Tensor, position
     return parent & child & side
 
 
+def _gold_counts(ids: _Ids, heads: Tensor, upos: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor]:
+    """Per constraint, the number of gold arcs firing it and of child words: two ``(K,)`` float64."""
+    child = _child_match(ids, upos, lengths)
+    position = torch.arange(upos.shape[1], device=upos.device)
+    fires = _fires(ids, upos.gather(1, heads), child, heads, position)
+    return fires.sum((0, 1)).double(), child.sum((0, 1)).double()
+
+
+def _rates(fires: Tensor, counts: Tensor, min_count: int) -> Tensor:
+    return torch.where(counts >= max(min_count, 1), fires / counts.clamp_min(1), torch.nan)
+
+
 def estimate_targets(
-    constraints: Sequence[Constraint], heads: Tensor, upos: Tensor, lengths: Tensor, upos_vocab: Sequence[str]
+    constraints: Sequence[Constraint],
+    heads: Tensor,
+    upos: Tensor,
+    lengths: Tensor,
+    upos_vocab: Sequence[str],
+    min_count: int = 1,
 ) -> Tensor:
-    """Each constraint's rate in gold trees: ``(K,)`` float64, NaN where the child tag is absent.
+    """Each constraint's rate in gold trees: ``(K,)`` float64, NaN where the child tag has
+    fewer than ``min_count`` words (too few to estimate a rate).
 
     Args: ``heads``, ``upos`` ``(B, N+1)`` long (``upos`` indexes ``upos_vocab``), ``lengths`` ``(B,)``.
     """
     ids = _compile(constraints, upos_vocab, upos.device)
-    child = _child_match(ids, upos, lengths)
-    position = torch.arange(upos.shape[1], device=upos.device)
-    fires = _fires(ids, upos.gather(1, heads), child, heads, position)
-    return fires.sum((0, 1)).double() / child.sum((0, 1)).double()
+    return _rates(*_gold_counts(ids, heads, upos, lengths), min_count)
 
 
 class _CovarianceGradient(torch.autograd.Function):
@@ -150,7 +186,7 @@ class GeneralizedExpectation(Objective):
 
     ``squared``: ``sum_k (p_k - t_k)^2``; ``kl``: ``sum_k KL(Bernoulli(t_k) || Bernoulli(p_k))``
     with ``p_k`` and ``t_k`` clamped to ``[1e-6, 1 - 1e-6]``. Constraints whose child tag does not
-    occur in the batch are masked out (no host sync).
+    occur in the batch, or that have no target, are masked out (no host sync).
 
     Gradient routes (equal up to rounding): ``"reverse"`` differentiates through the T1
     expectation (autograd, O(N^3)). ``"t2"`` computes the rates without a graph and gives
@@ -159,13 +195,18 @@ class GeneralizedExpectation(Objective):
     Druck & Smith (2009).
 
     Args:
-        constraints: :class:`Constraint` objects (or their fields as dicts), or the path of
-            a YAML rules file.
+        constraints: :class:`Constraint` objects (or their fields as dicts), the path of
+            a YAML rules file, or ``"tag_pairs"`` (:func:`tag_pair_constraints`).
         penalty: ``"squared"`` or ``"kl"``.
         gradient: ``"reverse"`` or ``"t2"``.
         upos_vocab: the UPOS vocabulary (index -> tag) of ``batch.upos``; else call
             :meth:`bind` before the first batch.
         multiroot: multi-root trees instead of single-root ones.
+        targets_from: ``"rules"`` (the constraints' own targets) or ``"labeled"``: estimated
+            by :meth:`fit_targets` from the gold trees of the labeled training sentences
+            (the parser does it when training starts); rule targets are then ignored.
+        min_count: with ``"labeled"``, a constraint whose child tag has fewer words than
+            this in the labeled sample is left out (its rate would be noise).
     """
 
     needs_upos = True
@@ -177,13 +218,21 @@ class GeneralizedExpectation(Objective):
         gradient: Literal["reverse", "t2"] = "reverse",
         upos_vocab: Sequence[str] | None = None,
         multiroot: bool = False,
+        targets_from: Literal["rules", "labeled"] = "rules",
+        min_count: int = 10,
     ) -> None:
         super().__init__()
-        if isinstance(constraints, (str, Path)):
+        if constraints == TAG_PAIRS:
+            constraints = tag_pair_constraints()
+        elif isinstance(constraints, (str, Path)):
             constraints = load_constraints(constraints)
         self.constraints = [c if isinstance(c, Constraint) else Constraint(**c) for c in constraints]
         if not self.constraints:
             raise ValueError("GeneralizedExpectation needs at least one constraint")
+        if targets_from not in ("rules", "labeled"):
+            raise ValueError(f"targets_from must be 'rules' or 'labeled', got {targets_from!r}")
+        if targets_from == "rules" and any(c.target is None for c in self.constraints):
+            raise ValueError("constraints without a target need targets_from='labeled'")
         if penalty not in ("squared", "kl"):
             raise ValueError(f"penalty must be 'squared' or 'kl', got {penalty!r}")
         if gradient not in ("reverse", "t2"):
@@ -191,7 +240,11 @@ class GeneralizedExpectation(Objective):
         self.penalty = penalty
         self.gradient = gradient
         self.multiroot = multiroot
-        self.register_buffer("targets", torch.tensor([c.target for c in self.constraints]), persistent=False)
+        self.targets_from = targets_from
+        self.min_count = min_count
+        # NaN: no target yet (estimated by fit_targets) or too few words to estimate one
+        rule_targets = [c.target if targets_from == "rules" else torch.nan for c in self.constraints]
+        self.register_buffer("targets", torch.tensor(rule_targets), persistent=False)
         for name in ("parent_ids", "child_ids", "directions", "tagged_ids"):
             self.register_buffer(name, None, persistent=False)
         self._upos_checked = False
@@ -205,6 +258,23 @@ class GeneralizedExpectation(Objective):
         tagged = [i for i, tag in enumerate(upos_vocab) if tag in UPOS_TAGS]
         self.tagged_ids = torch.tensor(tagged, dtype=torch.long, device=device)
 
+    def fit_targets(self, batches: Iterable[TreeBatch]) -> Tensor:
+        """Set the targets to the constraints' rates in the gold trees of ``batches`` (a
+        labeled sample, in batches to bound memory); returns them, ``(K,)`` float64, NaN for
+        the constraints left out (see ``min_count``)."""
+        if self.parent_ids is None:
+            raise RuntimeError("GeneralizedExpectation has no UPOS vocabulary: give upos_vocab or call bind()")
+        ids = _Ids(self.parent_ids, self.child_ids, self.directions)
+        fires = counts = 0
+        for batch in batches:
+            batch_fires, batch_counts = _gold_counts(ids, batch.heads, batch.upos, batch.lengths)
+            fires, counts = fires + batch_fires, counts + batch_counts
+        targets = _rates(torch.as_tensor(fires), torch.as_tensor(counts), self.min_count)
+        if targets.isnan().all():
+            raise ValueError(f"no constraint's child tag has {self.min_count} or more words in the labeled sample")
+        self.targets = targets.to(self.targets)
+        return targets
+
     def forward(self, scores: Scores, batch: TreeBatch, teacher: Scores | None = None) -> Tensor:
         """Scalar penalty for ``scores.arcs`` ``(B, N+1, N+1)`` and ``batch.upos`` ``(B, N+1)``."""
         self._check_upos(batch)
@@ -215,7 +285,7 @@ class GeneralizedExpectation(Objective):
         upos = batch.upos[:, :, None]  # tag of the head h, broadcast over m
         features = _fires(ids, upos, child[:, None], position[:, None], position).to(arcs.dtype)  # (B, N+1, N+1, K)
         counts = child.sum((0, 1))
-        valid, normaliser = counts > 0, counts.clamp_min(1)
+        valid, normaliser = (counts > 0) & self.targets.isfinite(), counts.clamp_min(1)
         with torch.set_grad_enabled(torch.is_grad_enabled() and self.gradient == "reverse"):
             rates = expectation(arcs, batch.lengths, features, self.multiroot).sum(0) / normaliser
         if self.gradient == "reverse":
@@ -226,7 +296,7 @@ class GeneralizedExpectation(Objective):
 
     def _penalty(self, rates: Tensor, valid: Tensor) -> Tensor:
         """Distance of the rates ``(K,)`` to the targets, summed over the ``valid`` ``(K,)`` constraints."""
-        targets = self.targets.to(rates.dtype)
+        targets = self.targets.to(rates.dtype).nan_to_num(0.5)  # masked out below; no NaN gradient
         if self.penalty == "squared":
             terms = (rates - targets) ** 2
         else:  # both clamped, so that a rate equal to a target of 0 or 1 costs exactly 0
@@ -235,7 +305,8 @@ class GeneralizedExpectation(Objective):
         return torch.where(valid, terms, 0.0).sum()
 
     def _check_upos(self, batch: TreeBatch) -> None:
-        """Raise when unbound or the batch is untagged (checked on the first batch only: a host sync)."""
+        """Raise when unbound, without targets or the batch is untagged (checked on the first
+        batch only: a host sync)."""
         if self.parent_ids is None:
             raise RuntimeError("GeneralizedExpectation has no UPOS vocabulary: give upos_vocab or call bind()")
         if batch.upos is None:
@@ -243,4 +314,6 @@ class GeneralizedExpectation(Objective):
         if not self._upos_checked:
             if not bool(torch.isin(batch.upos, self.tagged_ids).any()):
                 raise ValueError(NO_UPOS)
+            if bool(self.targets.isnan().all()):
+                raise RuntimeError("GeneralizedExpectation has no targets: call fit_targets() on a labeled sample")
             self._upos_checked = True

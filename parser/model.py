@@ -7,8 +7,10 @@ from pathlib import Path
 
 import torch
 from lightning.pytorch import LightningModule
+from lightning.pytorch.utilities import rank_zero_info
 from torch import Tensor
 
+from objectives.ge import GeneralizedExpectation
 from objectives.likelihood import Likelihood
 from objectives.mtt import marginals as arc_marginals
 from objectives.objective import Objective, Scores
@@ -103,6 +105,13 @@ class Parser(LightningModule):
         for objective in (self.supervised, self.unsupervised):
             if objective is not None and hasattr(objective, "bind"):
                 objective.bind(self.upos_vocab.itos)
+        ge = self.unsupervised
+        if isinstance(ge, GeneralizedExpectation) and ge.targets_from == "labeled" and stage == "fit":
+            labeled = datamodule.train_sentences
+            batches = (collate(labeled[i : i + 256], self.upos_vocab, None) for i in range(0, len(labeled), 256))
+            targets = ge.fit_targets(batches)
+            kept = int(targets.isfinite().sum())
+            rank_zero_info(f"GE targets from {len(labeled)} labeled sentences: {kept} of {len(targets)} constraints kept")
         if self.unsupervised is not None and self.unsupervised.needs_upos and datamodule is not None:
             if datamodule.unlabeled_sentences and not datamodule.has_upos:
                 raise ValueError(

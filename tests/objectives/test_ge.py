@@ -5,7 +5,14 @@ import math
 import pytest
 import torch
 
-from objectives.ge import Constraint, GeneralizedExpectation, estimate_targets, load_constraints
+from objectives.ge import (
+    UPOS_TAGS,
+    Constraint,
+    GeneralizedExpectation,
+    estimate_targets,
+    load_constraints,
+    tag_pair_constraints,
+)
 from objectives.objective import Scores
 
 from .oracle import UPOS_VOCAB, make_batch, sentences
@@ -100,12 +107,76 @@ def test_reverse_mode_and_covariance_routes_agree(penalty, multiroot):
 
 def test_estimate_targets_counts_gold_trees():
     _, batch = make_batch(LENGTHS)
-    # the gold trees as (almost) deterministic scores: enumeration puts all mass on them
-    gold = torch.full((4, 5, 5), -1e3, dtype=torch.float64)
-    gold.scatter_(1, batch.heads[:, None, :], 0.0)
-    expected = brute_rates(Scores(gold), batch, CONSTRAINTS)
+    expected = brute_rates(Scores(_gold_scores(batch)), batch, CONSTRAINTS)
     got = estimate_targets(CONSTRAINTS, batch.heads, batch.upos, batch.lengths, UPOS_VOCAB)
     torch.testing.assert_close(got, expected, equal_nan=True)
+
+
+def _gold_scores(batch):
+    """The gold trees as (almost) deterministic scores: enumeration puts all mass on them."""
+    size = batch.upos.shape[1]
+    return torch.full((len(batch.lengths), size, size), -1e3, dtype=torch.float64).scatter_(1, batch.heads[:, None, :], 0.0)
+
+
+def _slice(batch, rows):
+    return type(batch)(batch.lengths[rows], batch.upos[rows], batch.heads[rows])
+
+
+def test_tag_pairs_give_each_child_tag_its_head_tag_distribution():
+    constraints = tag_pair_constraints()
+    assert len(set(constraints)) == len(constraints) == 17 + 17 * 17 * 2
+    _, batch = make_batch([5, 3, 4, 1])
+    rates = estimate_targets(constraints, batch.heads, batch.upos, batch.lengths, UPOS_VOCAB)
+    for tag in UPOS_TAGS:
+        mine = torch.tensor([c.child == tag for c in constraints])
+        present = (batch.upos == UPOS_VOCAB.index(tag)).any()
+        assert torch.isclose(rates[mine].sum(), torch.tensor(1.0, dtype=torch.float64)) if present else rates[mine].isnan().all()
+    # a model whose trees are the gold ones meets targets estimated from them exactly
+    objective = GeneralizedExpectation("tag_pairs", upos_vocab=UPOS_VOCAB, targets_from="labeled", min_count=1)
+    objective.fit_targets([batch])
+    assert objective(Scores(_gold_scores(batch)), batch) < 1e-12
+
+
+def test_fit_targets_sums_counts_over_batches_and_leaves_out_rare_tags():
+    _, batch = make_batch([5, 3, 4, 1])
+    constraints = [Constraint(c.parent, c.child, None, c.direction) for c in CONSTRAINTS]
+    objective = GeneralizedExpectation(constraints, upos_vocab=UPOS_VOCAB, targets_from="labeled", min_count=1)
+    targets = objective.fit_targets([_slice(batch, slice(0, 2)), _slice(batch, slice(2, 4))])
+    expected = estimate_targets(constraints, batch.heads, batch.upos, batch.lengths, UPOS_VOCAB)
+    torch.testing.assert_close(targets, expected, equal_nan=True)
+    torch.testing.assert_close(objective.targets, expected.float(), equal_nan=True)
+
+    counts = torch.tensor([(batch.upos == UPOS_VOCAB.index(c.child)).sum() for c in constraints])
+    threshold = int(counts[counts > 0].min()) + 1  # the rarest present child tag falls below it
+    objective.min_count = threshold
+    targets = objective.fit_targets([batch])
+    assert targets.isnan().tolist() == (counts < threshold).tolist()
+    # constraints without a target are masked out: the same loss and gradient as leaving them out
+    scores = make_batch([5, 3, 4, 1], seed=3)[0]
+    kept = [Constraint(c.parent, c.child, t, c.direction) for c, t in zip(constraints, targets.tolist()) if t == t]
+    reference = GeneralizedExpectation(kept, upos_vocab=UPOS_VOCAB)
+    reference.targets = objective.targets[targets.isfinite()]
+    results = []
+    for ge in (objective, reference):
+        arcs = scores.arcs.clone().requires_grad_()
+        loss = ge(Scores(arcs), batch)
+        loss.backward()
+        results.append((loss, arcs.grad))
+    assert results[0][1].isfinite().all() and results[0][1].abs().max() > 0
+    torch.testing.assert_close(results[0], results[1])
+
+
+def test_targets_must_exist_before_training():
+    scores, batch = make_batch(LENGTHS)
+    with pytest.raises(ValueError, match="targets_from='labeled'"):
+        GeneralizedExpectation("tag_pairs", upos_vocab=UPOS_VOCAB)
+    with pytest.raises(ValueError, match="targets_from"):
+        GeneralizedExpectation(CONSTRAINTS, targets_from="gold")
+    objective = GeneralizedExpectation("tag_pairs", upos_vocab=UPOS_VOCAB, targets_from="labeled")
+    with pytest.raises(RuntimeError, match="fit_targets"):
+        objective(scores, batch)
+    with pytest.raises(ValueError, match="or more words"):
+        objective.fit_targets([batch])  # min_count 10: no tag is frequent enough here
 
 
 def test_rules_files(tmp_path):

@@ -9,8 +9,9 @@ import pytest
 import torch
 from lightning.pytorch import Trainer, seed_everything
 
+from objectives.ge import GeneralizedExpectation, estimate_targets
 from objectives.likelihood import Likelihood
-from parser.data import DependencyDataModule, read_conllu
+from parser.data import DependencyDataModule, collate, read_conllu
 from parser.evaluate import evaluate
 from parser.model import Parser
 from parser.predict import ConlluWriter, predict
@@ -98,3 +99,19 @@ def test_training_decreases_the_loss(tiny_bert_dir, small_treebank):
         losses.append(loss.item())
     assert all(math.isfinite(x) for x in losses)
     assert losses[-1] < 0.7 * losses[0]
+
+
+def test_ge_targets_come_from_the_labeled_sentences(tiny_bert_dir, small_treebank, tmp_path):
+    """``targets_from: labeled``: the parser estimates the GE targets from the labeled split only."""
+    seed_everything(0)
+    data = DependencyDataModule(treebank=None, train=str(small_treebank), dev=str(small_treebank),
+                                labeled_size=15, batch_tokens=300)
+    ge = GeneralizedExpectation("tag_pairs", targets_from="labeled", min_count=3)
+    model = Parser(encoder=str(tiny_bert_dir), arc_size=32, label_size=16, unsupervised=ge)
+    _trainer(tmp_path, steps=2).fit(model, data)
+    labeled = collate(data.train_sentences, model.upos_vocab, None)
+    assert len(data.train_sentences) == 15 and data.unlabeled_sentences
+    expected = estimate_targets(ge.constraints, labeled.heads, labeled.upos, labeled.lengths, model.upos_vocab.itos, 3)
+    assert expected.isfinite().any() and expected.isnan().any()
+    torch.testing.assert_close(ge.targets, expected.float(), equal_nan=True)
+    assert math.isfinite(float(model.trainer.callback_metrics["train/unsupervised"]))
