@@ -36,6 +36,7 @@ def run_cell(objective: str, size: int, seed: int, args: argparse.Namespace) -> 
         "--seed_everything", str(seed), "--data.seed", str(seed),
         "--data.treebank", args.treebank, "--data.labeled_size", str(size),
         "--data.batch_tokens", str(args.batch_tokens),
+        "--model.encoder_lr", str(args.encoder_lr), "--model.warmup_steps", str(args.warmup_steps),
         "--trainer.max_steps", str(args.max_steps), "--trainer.max_epochs", "-1",
         "--trainer.val_check_interval", str(args.val_every), "--trainer.check_val_every_n_epoch", "null",
         "--trainer.limit_val_batches", str(args.val_fraction),
@@ -86,6 +87,9 @@ def main() -> None:
     cli.add_argument("--val-every", type=int, default=100)
     cli.add_argument("--val-fraction", type=float, default=0.25, help="share of dev used for model selection")
     cli.add_argument("--batch-tokens", type=int, default=500)
+    # the recipe of every cell, whatever configs/likelihood.yaml uses for full-data training
+    cli.add_argument("--encoder-lr", type=float, default=5e-5)
+    cli.add_argument("--warmup-steps", type=int, default=200)
     cli.add_argument("--train-args", default="", help="extra train.py overrides, e.g. '--model.unsupervised_weight 0.1'")
     cli.add_argument("--output", default="runs/low_resource")
     cli.add_argument("--results", default="runs/low_resource/results.jsonl")
