@@ -1,6 +1,7 @@
 """Estimate the targets of the universal GE rules on UD dev sets and write the rules file.
 
     python3 -m benchmarks.ge_targets [--ud-root DIR] [--output configs/rules/naseem_ud.yaml]
+        [--compare UD_English-EWT/en_ewt-ud-train.conllu]
 
 ``--ud-root`` defaults to ``$UD_DIR``, else ``<repo>/../shared/data/ud``.
 
@@ -89,6 +90,7 @@ def main() -> None:
     default_root = Path(os.environ.get("UD_DIR", REPO.parent / "shared/data/ud"))
     parser.add_argument("--ud-root", type=Path, default=default_root, help="folder holding the UD_* treebanks")
     parser.add_argument("--output", type=Path, help="rules file to write (default: print the table only)")
+    parser.add_argument("--compare", type=Path, help="a CoNLL-U file (under --ud-root) whose rates to print beside the mean")
     args = parser.parse_args()
 
     rules = [Constraint(parent, child, target=0.0) for parent, child in NASEEM + EXTRA]
@@ -100,9 +102,13 @@ def main() -> None:
     estimates = torch.stack(estimates)  # (languages, K)
     targets = estimates.nanmean(0)
 
-    print(f"{'rule':16}" + "".join(f"{name:>10}" for name in languages) + f"{'mean':>10}")
-    for rule, column, mean in zip(rules, estimates.T.tolist(), targets.tolist()):
-        print(f"{rule.parent + ' -> ' + rule.child:16}" + "".join(f"{x:10.3f}" for x in column) + f"{mean:10.3f}")
+    columns, names = torch.cat([estimates, targets[None]]), [*languages, "mean"]
+    if args.compare is not None:
+        compared = estimate_targets(rules, *read_treebank(args.ud_root / args.compare), UPOS_VOCAB)
+        columns, names = torch.cat([columns, compared[None]]), [*names, args.compare.name.split("-")[0]]
+    print(f"{'rule':16}" + "".join(f"{name:>10}" for name in names))
+    for rule, column in zip(rules, columns.T.tolist()):
+        print(f"{rule.parent + ' -> ' + rule.child:16}" + "".join(f"{x:10.3f}" for x in column))
 
     if args.output is not None:
         lines = [HEADER.format(languages=", ".join(languages)), "constraints:"]
