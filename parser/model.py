@@ -107,6 +107,8 @@ class Parser(LightningModule):
                 objective.bind(self.upos_vocab.itos)
         ge = self.unsupervised
         if isinstance(ge, GeneralizedExpectation) and ge.targets_from == "labeled" and stage == "fit":
+            if datamodule is None:
+                raise RuntimeError("GE with targets_from='labeled' estimates them from a DependencyDataModule's labeled sentences")
             labeled = datamodule.train_sentences
             batches = (collate(labeled[i : i + 256], self.upos_vocab, None) for i in range(0, len(labeled), 256))
             targets = ge.fit_targets(batches)
