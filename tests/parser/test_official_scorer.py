@@ -44,7 +44,8 @@ def _descendants(heads: dict[int, int], word: int) -> set[int]:
 def _perturb_sentence(lines: list[str], labels: list[str], rng: random.Random) -> list[str]:
     """Re-attach about a quarter of the words (never creating a cycle or a second root)
     and relabel about a quarter of them."""
-    rows = {int(line.split("\t")[0]): line.split("\t") for line in lines if line.split("\t")[0].isdigit()}
+    fields = [line.split("\t") for line in lines]
+    rows = {int(row[0]): row for row in fields if row[0].isdigit()}  # words; the same lists as in fields
     heads = {m: int(row[6]) for m, row in rows.items()}
     for m in rows:
         if heads[m] != 0 and rng.random() < 0.25:
@@ -52,7 +53,7 @@ def _perturb_sentence(lines: list[str], labels: list[str], rng: random.Random) -
         if rng.random() < 0.25:
             rows[m][7] = rng.choice(labels)
         rows[m][6] = str(heads[m])
-    return ["\t".join(rows[int(line.split("\t")[0])]) if line.split("\t")[0].isdigit() else line for line in lines]
+    return ["\t".join(row) for row in fields]
 
 
 def _prediction(gold: Path, out: Path, seed: int) -> Path:
