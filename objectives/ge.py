@@ -186,7 +186,11 @@ class GeneralizedExpectation(Objective):
 
     ``squared``: ``sum_k (p_k - t_k)^2``; ``kl``: ``sum_k KL(Bernoulli(t_k) || Bernoulli(p_k))``
     with ``p_k`` and ``t_k`` clamped to ``[1e-6, 1 - 1e-6]``. Constraints whose child tag does not
-    occur in the batch, or that have no target, are masked out (no host sync).
+    occur in the batch, or that have no target, are masked out (no host sync). With
+    ``weighting="count"`` each term is multiplied by ``n_k / mean(n)``, the batch count of its
+    child tag over the mean count of the constraints kept: a rate measured on few words of a
+    small batch has variance O(1/n_k), so weighting by n_k is inverse-variance weighting, and
+    the mean keeps the penalty's scale that of ``"uniform"``.
 
     Gradient routes (equal up to rounding): ``"reverse"`` differentiates through the T1
     expectation (autograd, O(N^3)). ``"t2"`` computes the rates without a graph and gives
@@ -207,6 +211,7 @@ class GeneralizedExpectation(Objective):
             (the parser does it when training starts); rule targets are then ignored.
         min_count: with ``"labeled"``, a constraint whose child tag has fewer words than
             this in the labeled sample is left out (its rate would be noise).
+        weighting: ``"uniform"`` (every constraint alike) or ``"count"`` (by child tag count).
     """
 
     needs_upos = True
@@ -220,6 +225,7 @@ class GeneralizedExpectation(Objective):
         multiroot: bool = False,
         targets_from: Literal["rules", "labeled"] = "rules",
         min_count: int = 10,
+        weighting: Literal["uniform", "count"] = "uniform",
     ) -> None:
         super().__init__()
         if constraints == TAG_PAIRS:
@@ -237,7 +243,10 @@ class GeneralizedExpectation(Objective):
             raise ValueError(f"penalty must be 'squared' or 'kl', got {penalty!r}")
         if gradient not in ("reverse", "t2"):
             raise ValueError(f"gradient must be 'reverse' or 't2', got {gradient!r}")
+        if weighting not in ("uniform", "count"):
+            raise ValueError(f"weighting must be 'uniform' or 'count', got {weighting!r}")
         self.penalty = penalty
+        self.weighting = weighting
         self.gradient = gradient
         self.multiroot = multiroot
         self.targets_from = targets_from
@@ -286,23 +295,31 @@ class GeneralizedExpectation(Objective):
         features = _fires(ids, upos, child[:, None], position[:, None], position).to(arcs.dtype)  # (B, N+1, N+1, K)
         counts = child.sum((0, 1))
         valid, normaliser = (counts > 0) & self.targets.isfinite(), counts.clamp_min(1)
+        weights = self._weights(counts.to(arcs.dtype), valid)
         with torch.set_grad_enabled(torch.is_grad_enabled() and self.gradient == "reverse"):
             rates = expectation(arcs, batch.lengths, features, self.multiroot).sum(0) / normaliser
         if self.gradient == "reverse":
-            return self._penalty(rates, valid)
-        slope, value = torch.func.grad_and_value(self._penalty)(rates, valid)
+            return self._penalty(rates, weights)
+        slope, value = torch.func.grad_and_value(self._penalty)(rates, weights)
         r = (features * (slope / normaliser)).sum(-1, keepdim=True)  # (B, N+1, N+1, 1); no matmul: autocast
         return _CovarianceGradient.apply(arcs, value, r, batch.lengths, self.multiroot)
 
-    def _penalty(self, rates: Tensor, valid: Tensor) -> Tensor:
-        """Distance of the rates ``(K,)`` to the targets, summed over the ``valid`` ``(K,)`` constraints."""
+    def _weights(self, counts: Tensor, valid: Tensor) -> Tensor:
+        """Each constraint's weight ``(K,)`` from its child tag's batch count ``(K,)``; 0 where not ``valid``."""
+        if self.weighting == "uniform":
+            return valid.to(counts.dtype)
+        kept = torch.where(valid, counts, 0.0)
+        return kept / (kept.sum() / valid.sum().clamp_min(1)).clamp_min(1)
+
+    def _penalty(self, rates: Tensor, weights: Tensor) -> Tensor:
+        """Distance of the rates ``(K,)`` to the targets, weighted by ``weights`` ``(K,)`` (0: masked out)."""
         targets = self.targets.to(rates.dtype).nan_to_num(0.5)  # masked out below; no NaN gradient
         if self.penalty == "squared":
             terms = (rates - targets) ** 2
         else:  # both clamped, so that a rate equal to a target of 0 or 1 costs exactly 0
             rates, targets = rates.clamp(_EPS, 1 - _EPS), targets.clamp(_EPS, 1 - _EPS)
             terms = targets * (targets / rates).log() + (1 - targets) * ((1 - targets) / (1 - rates)).log()
-        return torch.where(valid, terms, 0.0).sum()
+        return torch.where(weights > 0, weights * terms, 0.0).sum()
 
     def _check_upos(self, batch: TreeBatch) -> None:
         """Raise when unbound, without targets or the batch is untagged (checked on the first

@@ -49,29 +49,44 @@ def brute_rates(scores, batch, constraints, multiroot=False):
     return expected / counts
 
 
-def brute_penalty(rates, constraints, penalty):
+def brute_weights(batch, constraints, weighting):
+    """Each constraint's weight: 1, or its child tag's count over the mean count of those present."""
+    counts = []
+    for b, n in enumerate(batch.lengths.tolist()):
+        tags = [UPOS_VOCAB[i] for i in batch.upos[b, 1 : n + 1].tolist()]
+        counts.append([tags.count(c.child) for c in constraints])
+    counts = [sum(column) for column in zip(*counts)]
+    present = [n for n in counts if n > 0]
+    return [1.0 if weighting == "uniform" else n / (sum(present) / len(present)) for n in counts]
+
+
+def brute_penalty(rates, constraints, penalty, weights=None):
     total = 0.0
-    for p, c in zip(rates.tolist(), constraints):
+    weights = weights or [1.0] * len(constraints)
+    for p, c, w in zip(rates.tolist(), constraints, weights):
         if math.isnan(p):
             continue
         t = torch.tensor(c.target, dtype=torch.float32).item()  # targets are stored in float32
         if penalty == "squared":
-            total += (p - t) ** 2
+            total += w * (p - t) ** 2
         else:
             p, t = (min(max(x, 1e-6), 1 - 1e-6) for x in (p, t))
-            total += t * math.log(t / p) + (1 - t) * math.log((1 - t) / (1 - p))
+            total += w * (t * math.log(t / p) + (1 - t) * math.log((1 - t) / (1 - p)))
     return torch.tensor(total, dtype=torch.float64)
 
 
+@pytest.mark.parametrize("weighting", ["uniform", "count"])
 @pytest.mark.parametrize("multiroot", [False, True])
 @pytest.mark.parametrize("gradient", ["reverse", "t2"])
 @pytest.mark.parametrize("penalty", ["squared", "kl"])
-def test_penalty_matches_brute_force(penalty, gradient, multiroot):
+def test_penalty_matches_brute_force(penalty, gradient, multiroot, weighting):
     scores, batch = make_batch(LENGTHS)
     rates = brute_rates(scores, batch, CONSTRAINTS, multiroot)
     assert rates[:-1].isfinite().all() and rates[-1].isnan()
-    objective = GeneralizedExpectation(CONSTRAINTS, penalty, gradient, UPOS_VOCAB, multiroot)
-    expected = brute_penalty(rates, CONSTRAINTS, penalty)
+    objective = GeneralizedExpectation(CONSTRAINTS, penalty, gradient, UPOS_VOCAB, multiroot, weighting=weighting)
+    weights = brute_weights(batch, CONSTRAINTS, weighting)
+    assert weighting == "uniform" or len(set(weights)) > 2  # the counts differ: the weighting is tested
+    expected = brute_penalty(rates, CONSTRAINTS, penalty, weights)
     torch.testing.assert_close(objective(scores, batch), expected, rtol=1e-10, atol=1e-12)
 
 
@@ -89,14 +104,16 @@ def test_zero_when_targets_are_the_model_rates(penalty):
     assert arcs.grad.abs().max() < 1e-12
 
 
+@pytest.mark.parametrize("weighting", ["uniform", "count"])
 @pytest.mark.parametrize("multiroot", [False, True])
 @pytest.mark.parametrize("penalty", ["squared", "kl"])
-def test_reverse_mode_and_covariance_routes_agree(penalty, multiroot):
+def test_reverse_mode_and_covariance_routes_agree(penalty, multiroot, weighting):
     scores, batch = make_batch([5, 3, 4, 1])  # every rate strictly inside (0, 1)
     results = []
     for gradient in ("reverse", "t2"):
         arcs = scores.arcs.clone().requires_grad_()
-        loss = GeneralizedExpectation(CONSTRAINTS, penalty, gradient, UPOS_VOCAB, multiroot)(Scores(arcs), batch)
+        objective = GeneralizedExpectation(CONSTRAINTS, penalty, gradient, UPOS_VOCAB, multiroot, weighting=weighting)
+        loss = objective(Scores(arcs), batch)
         loss.backward()
         results.append((loss, arcs.grad))
     (loss, grad), (loss_t2, grad_t2) = results
@@ -231,3 +248,12 @@ def test_untagged_batches_and_vocabularies_are_rejected():
     batch.upos = None
     with pytest.raises(ValueError, match="tagged unlabeled text"):
         objective(scores, batch)
+
+
+@pytest.mark.parametrize(
+    "option, value",
+    [("penalty", "l1"), ("gradient", "forward"), ("targets_from", "teacher"), ("weighting", "inverse")],
+)
+def test_invalid_options(option, value):
+    with pytest.raises(ValueError, match=f"{option} must be"):
+        GeneralizedExpectation(CONSTRAINTS, **{option: value})
