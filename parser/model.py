@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import torch
 from lightning.pytorch import LightningModule
@@ -20,6 +22,17 @@ from .data import Batch, Sentence, build_upos_vocab, collate, Vocab
 from .decode import mst, mst_labels
 from .encoder import WordEncoder
 from .metrics import AttachmentScore, universal_index
+
+
+def lambda_schedule(step: int, weight: float, warmup: int, total: float, decay: bool) -> float:
+    """lambda at ``step``: linear ramp from 0 over ``warmup`` steps; then ``weight``, or with
+    ``decay`` a linear fall to 0 at step ``total`` (the end of training)."""
+    if warmup and step < warmup:
+        return weight * step / warmup
+    if not decay:
+        return weight
+    return weight * max(0.0, (total - step) / max(total - warmup, 1))
+
 
 @dataclass
 class Parse:
@@ -44,6 +57,9 @@ class Parser(LightningModule):
             the labeled batch's words when there is no unlabeled data.
         unsupervised_weight: lambda in ``loss = supervised + lambda * unsupervised``.
         unsupervised_warmup: steps over which lambda ramps up linearly from 0.
+        unsupervised_schedule: after the warm-up, lambda stays ``constant`` or follows a
+            ``linear_decay`` to 0 at the last training step (for terms whose signal is worth
+            most early, like GE targets from a small sample; docs/experiments.md, section 2).
         teacher: checkpoint of this framework whose scores the unsupervised objective
             needs (distillation). It is frozen and not saved in this model's checkpoints.
         multiroot: decode (and score) multi-root trees instead of single-root ones.
@@ -64,6 +80,7 @@ class Parser(LightningModule):
         unsupervised: Objective | None = None,
         unsupervised_weight: float = 1.0,
         unsupervised_warmup: int = 0,
+        unsupervised_schedule: Literal["constant", "linear_decay"] = "constant",
         teacher: str | None = None,
         multiroot: bool = False,
         lr: float = 2e-3,
@@ -73,6 +90,8 @@ class Parser(LightningModule):
         labels: list[str] | None = None,
     ):
         super().__init__()
+        if unsupervised_schedule not in ("constant", "linear_decay"):
+            raise ValueError(f"unsupervised_schedule must be 'constant' or 'linear_decay', got {unsupervised_schedule!r}")
         self.save_hyperparameters(ignore=["supervised", "unsupervised"])
         self.encoder = WordEncoder(encoder, pooling=pooling)
         self.supervised = Likelihood() if supervised is None and unsupervised is None else supervised
@@ -156,11 +175,15 @@ class Parser(LightningModule):
             self.unsupervised.global_step = self.global_step
             teacher = self.teacher_scores(raw) if self.unsupervised.needs_teacher else None
             losses["unsupervised"] = self.unsupervised(self(raw.words), raw, teacher)
-        warmup = self.hparams.unsupervised_warmup
-        weight = self.hparams.unsupervised_weight * (min(1.0, self.global_step / warmup) if warmup else 1.0)
+        hp = self.hparams
+        decay = hp.unsupervised_schedule == "linear_decay"
+        total = self.trainer.estimated_stepping_batches if decay else 0
+        weight = lambda_schedule(self.global_step, hp.unsupervised_weight, hp.unsupervised_warmup, total, decay)
         loss = losses.get("supervised", 0.0) + weight * losses.get("unsupervised", 0.0)
         size = labeled.lengths.shape[0]
         self.log("train/loss", loss, prog_bar=True, batch_size=size)
+        if "unsupervised" in losses:
+            self.log("train/lambda", weight, batch_size=size)
         for name, value in losses.items():
             self.log(f"train/{name}", value, batch_size=size)
         return loss
@@ -202,6 +225,8 @@ class Parser(LightningModule):
             betas=(0.9, 0.9),
             weight_decay=self.hparams.weight_decay,
         )
+        if math.isinf(self.trainer.estimated_stepping_batches):
+            raise ValueError("training needs a finite length (trainer.max_steps or max_epochs): the learning rate decays to 0 over it")
         total = max(int(self.trainer.estimated_stepping_batches), 1)
         warmup = min(self.hparams.warmup_steps, total // 2)
 

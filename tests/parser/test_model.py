@@ -13,7 +13,7 @@ from objectives.ge import GeneralizedExpectation, estimate_targets
 from objectives.likelihood import Likelihood
 from parser.data import DependencyDataModule, collate, read_conllu
 from parser.evaluate import evaluate
-from parser.model import Parser
+from parser.model import Parser, lambda_schedule
 from parser.predict import ConlluWriter, predict
 
 EWT = "UD_English-EWT/en_ewt-ud-dev.conllu"
@@ -115,3 +115,33 @@ def test_ge_targets_come_from_the_labeled_sentences(tiny_bert_dir, small_treeban
     assert expected.isfinite().any() and expected.isnan().any()
     torch.testing.assert_close(ge.targets, expected.float(), equal_nan=True)
     assert math.isfinite(float(model.trainer.callback_metrics["train/unsupervised"]))
+
+
+def test_lambda_schedule():
+    ramp = [lambda_schedule(step, 0.5, 4, 12, decay=False) for step in (0, 2, 4, 11)]
+    assert ramp == [0.0, 0.25, 0.5, 0.5]
+    decay = [lambda_schedule(step, 0.5, 4, 12, decay=True) for step in (0, 2, 4, 8, 11, 12)]
+    assert decay == [0.0, 0.25, 0.5, 0.25, 0.0625, 0.0]
+    assert lambda_schedule(3, 1.0, 0, 4, decay=True) == 0.25
+    with pytest.raises(ValueError, match="unsupervised_schedule must be"):
+        Parser(unsupervised_schedule="cosine")
+
+
+def test_lambda_decays_to_zero_over_the_run(tiny_bert_dir, small_treebank, tmp_path):
+    seed_everything(0)
+    data = DependencyDataModule(treebank=None, train=str(small_treebank), dev=str(small_treebank),
+                                labeled_size=15, batch_tokens=300)
+    ge = GeneralizedExpectation("tag_pairs", targets_from="labeled", min_count=3)
+    model = Parser(encoder=str(tiny_bert_dir), arc_size=32, label_size=16, unsupervised=ge,
+                   unsupervised_weight=2.0, unsupervised_schedule="linear_decay")
+    _trainer(tmp_path, steps=4).fit(model, data)
+    assert float(model.trainer.callback_metrics["train/lambda"]) == 0.5  # step 3 of 4: 2 * (4 - 3) / 4
+
+
+def test_training_needs_a_finite_length(tiny_bert_dir, small_treebank, tmp_path):
+    data = DependencyDataModule(treebank=None, train=str(small_treebank), dev=str(small_treebank), batch_tokens=300)
+    model = Parser(encoder=str(tiny_bert_dir), arc_size=32, label_size=16)
+    endless = Trainer(max_steps=-1, max_epochs=-1, logger=False, enable_progress_bar=False,
+                      enable_model_summary=False, default_root_dir=tmp_path)
+    with pytest.raises(ValueError, match="finite length"):
+        endless.fit(model, data)
