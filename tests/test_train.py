@@ -34,6 +34,19 @@ def test_every_objective_config_instantiates(name, tiny_bert_dir):
     assert expected in objectives
 
 
+def test_readme_ge_recipe_parses(tiny_bert_dir):
+    """The README's GE command (targets from the labeled sample, decaying lambda) builds what it says."""
+    readme = (Path(train.__file__).parent / "README.md").read_text(encoding="utf-8")
+    command = readme.split("python train.py --objective ge --model.unsupervised")[1].split("#")[0]
+    overrides = ("--model.unsupervised" + command).replace("\\", " ").split()
+    args = train.expand_objective(["--objective", "ge", *overrides, "--model.encoder", str(tiny_bert_dir)])
+    cli = train.main(args[1:], run=False)
+    ge = cli.model.unsupervised
+    assert len(ge.constraints) == 595 and ge.targets_from == "labeled"
+    assert cli.model.hparams.unsupervised_weight == 0.1
+    assert cli.model.hparams.unsupervised_schedule == "linear_decay"
+
+
 @pytest.mark.slow
 def test_smoke_train_predict_round_trip_with_shipped_minilm(ud_dir: Path, tmp_path: Path):
     """A few steps on a slice of EWT with the real encoder, then parse and score a file."""
