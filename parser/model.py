@@ -225,9 +225,10 @@ class Parser(LightningModule):
             betas=(0.9, 0.9),
             weight_decay=self.hparams.weight_decay,
         )
-        if math.isinf(self.trainer.estimated_stepping_batches):
+        steps = self.trainer.estimated_stepping_batches
+        if math.isinf(steps):
             raise ValueError("training needs a finite length (trainer.max_steps or max_epochs): the learning rate decays to 0 over it")
-        total = max(int(self.trainer.estimated_stepping_batches), 1)
+        total = max(int(steps), 1)
         warmup = min(self.hparams.warmup_steps, total // 2)
 
         def schedule(step: int) -> float:
