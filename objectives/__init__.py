@@ -14,7 +14,7 @@ from .ge import Constraint, GeneralizedExpectation, estimate_targets, load_const
 from .kl import Distillation
 from .likelihood import Likelihood
 from .mtt import log_partition, marginals
-from .objective import Objective, Scores
+from .objective import Objective, ObjectiveContext, Scores
 from .risk import Risk
 
 __all__ = [
@@ -30,6 +30,7 @@ __all__ = [
     "renyi_entropy",
     "Objective",
     "Scores",
+    "ObjectiveContext",
     "Likelihood",
     "Risk",
     "EntropyRegularizer",

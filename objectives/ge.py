@@ -15,6 +15,7 @@ targets, estimated from a sample, give the whole head-tag distribution of each c
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,7 +29,7 @@ from torch.autograd.function import once_differentiable
 from ._common import full_precision
 from .expectations import covariance_with_arcs, expectation
 from .mtt import arc_mask
-from .objective import Objective, Scores, TreeBatch
+from .objective import Objective, ObjectiveContext, Scores, TreeBatch
 
 __all__ = [
     "UPOS_TAGS", "ROOT", "TAG_PAIRS", "Constraint", "load_constraints", "tag_pair_constraints", "estimate_targets",
@@ -44,6 +45,7 @@ TAG_PAIRS = "tag_pairs"  # the name of the constraint set built by tag_pair_cons
 _ROOT_ID = -1  # parent id of a root constraint: never a vocabulary index
 _DIRECTIONS = {None: 0, "left": -1, "right": 1}  # the sign of (child - head) a constraint asks for
 _EPS = 1e-6  # rates and targets are clamped to [eps, 1 - eps] inside the Bernoulli KL
+log = logging.getLogger(__name__)
 NO_UPOS = (
     "GeneralizedExpectation needs UPOS tags, but the batch has none (all padding or unknown): "
     "train it on tagged unlabeled text (CoNLL-U with a UPOS column)"
@@ -266,6 +268,17 @@ class GeneralizedExpectation(Objective):
         self.parent_ids, self.child_ids, self.directions = _compile(self.constraints, upos_vocab, device)
         tagged = [i for i, tag in enumerate(upos_vocab) if tag in UPOS_TAGS]
         self.tagged_ids = torch.tensor(tagged, dtype=torch.long, device=device)
+
+    def setup(self, context: ObjectiveContext) -> None:
+        """Bind the context's UPOS vocabulary; with ``targets_from="labeled"`` and a labeled
+        sample (``fit``), estimate the targets from its gold trees."""
+        super().setup(context)
+        self.bind(context.tags)
+        if self.targets_from == "labeled" and context.stage == "fit":
+            if context.labeled_batches is None:
+                raise RuntimeError("GE with targets_from='labeled' estimates its targets from labeled sentences, but none were given")
+            targets = self.fit_targets(context.labeled_batches())
+            log.info("GE targets from the labeled sample: %d of %d constraints kept", int(targets.isfinite().sum()), len(targets))
 
     def fit_targets(self, batches: Iterable[TreeBatch]) -> Tensor:
         """Set the targets to the constraints' rates in the gold trees of ``batches`` (a

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from torch import Tensor, nn
 
@@ -30,6 +31,30 @@ class TreeBatch(Protocol):
     labels: Tensor | None  # (B, N+1), gold labels (-100 = ignore) or None
 
 
+@dataclass(frozen=True)
+class ObjectiveContext:
+    """What a model tells its objectives before a stage, through :meth:`Objective.setup`.
+
+    Attributes:
+        stage: ``"fit"``, ``"validate"``, ``"test"`` or ``"predict"``.
+        multiroot: the tree set, owned by the model: multi-root trees (``True``) or
+            single-root ones (``False``).
+        tags: the UPOS vocabulary; ``tags[i]`` is the tag of id ``i`` in ``batch.upos``.
+        labels: the label (DEPREL) vocabulary; ``labels[i]`` is the label of id ``i``.
+        labeled_batches: the labeled training sentences as batches (gold heads and UPOS),
+            for objectives that estimate something from them; ``None`` outside ``fit``.
+        process_group: the ``torch.distributed`` group of the processes training together,
+            or ``None`` for one process.
+    """
+
+    stage: str
+    multiroot: bool = False
+    tags: Sequence[str] = ()
+    labels: Sequence[str] = ()
+    labeled_batches: Callable[[], Iterable[TreeBatch]] | None = None
+    process_group: Any = None
+
+
 class Objective(nn.Module):
     """A loss over parser scores: ``objective(scores, batch, teacher=None) -> scalar``.
 
@@ -37,6 +62,8 @@ class Objective(nn.Module):
     labeled batches only), ``needs_teacher`` (the caller passes the teacher's
     :class:`Scores`), ``needs_upos`` (gold or predicted UPOS in the batch).
     ``global_step`` is set by the training loop before each call, for schedules.
+    :meth:`setup` receives the model's :class:`ObjectiveContext` before each stage; the
+    tree set (``multiroot``) comes from there and defaults to single-root trees.
     """
 
     needs_gold: bool = False
@@ -46,6 +73,12 @@ class Objective(nn.Module):
     def __init__(self) -> None:
         super().__init__()
         self.global_step = 0
+        self.multiroot = False
+
+    def setup(self, context: ObjectiveContext) -> None:
+        """Take what this objective needs from the model (vocabularies, tree set, labeled
+        sample, process group). Subclasses that override it call ``super().setup``."""
+        self.multiroot = context.multiroot
 
     def forward(self, scores: Scores, batch: TreeBatch, teacher: Scores | None = None) -> Tensor:
         raise NotImplementedError

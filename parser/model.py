@@ -3,19 +3,19 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Literal
 
 import torch
 from lightning.pytorch import LightningModule
-from lightning.pytorch.utilities import rank_zero_info
 from torch import Tensor
 
-from objectives.ge import GeneralizedExpectation
 from objectives.likelihood import Likelihood
 from objectives.mtt import marginals as arc_marginals
-from objectives.objective import Objective, Scores
+from objectives.objective import Objective, ObjectiveContext, Scores
 
 from .biaffine import BiaffineScorer
 from .data import Batch, Sentence, build_upos_vocab, collate, Vocab
@@ -32,6 +32,12 @@ def lambda_schedule(step: int, weight: float, warmup: int, total: float, decay: 
     if not decay:
         return weight
     return weight * max(0.0, (total - step) / max(total - warmup, 1))
+
+
+def _batches(sentences: Sequence[Sentence], upos_vocab: Vocab, size: int = 256) -> Iterator[Batch]:
+    """The sentences as Batches of ``size`` (gold trees and UPOS; no labels)."""
+    for start in range(0, len(sentences), size):
+        yield collate(sentences[start : start + size], upos_vocab, None)
 
 
 @dataclass
@@ -121,18 +127,18 @@ class Parser(LightningModule):
             self._build_labels(datamodule.label_vocab.itos)
         elif datamodule is not None:
             datamodule.label_vocab = self.label_vocab  # evaluate with the checkpoint's labels
+        labeled = datamodule.train_sentences if datamodule is not None and stage == "fit" else None
+        context = ObjectiveContext(
+            stage=stage,
+            multiroot=self.hparams.multiroot,
+            tags=self.upos_vocab.itos,
+            labels=self.label_vocab.itos,
+            labeled_batches=None if not labeled else partial(_batches, labeled, self.upos_vocab),
+            process_group=None,
+        )
         for objective in (self.supervised, self.unsupervised):
-            if objective is not None and hasattr(objective, "bind"):
-                objective.bind(self.upos_vocab.itos)
-        ge = self.unsupervised
-        if isinstance(ge, GeneralizedExpectation) and ge.targets_from == "labeled" and stage == "fit":
-            if datamodule is None:
-                raise RuntimeError("GE with targets_from='labeled' estimates them from a DependencyDataModule's labeled sentences")
-            labeled = datamodule.train_sentences
-            batches = (collate(labeled[i : i + 256], self.upos_vocab, None) for i in range(0, len(labeled), 256))
-            targets = ge.fit_targets(batches)
-            kept = int(targets.isfinite().sum())
-            rank_zero_info(f"GE targets from {len(labeled)} labeled sentences: {kept} of {len(targets)} constraints kept")
+            if objective is not None:
+                objective.setup(context)
         if self.unsupervised is not None and self.unsupervised.needs_upos and datamodule is not None:
             if datamodule.unlabeled_sentences and not datamodule.has_upos:
                 raise ValueError(
