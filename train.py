@@ -14,7 +14,7 @@ from lightning.pytorch.callbacks import EarlyStopping, LearningRateMonitor, Mode
 from lightning.pytorch.cli import LightningCLI
 from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
 
-from parser.data import DependencyDataModule
+from parser.datamodule import DependencyDataModule
 from parser.model import Parser
 
 CONFIGS = Path(__file__).resolve().parent / "configs"

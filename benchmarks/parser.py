@@ -20,7 +20,8 @@ from pathlib import Path
 import torch
 
 from objectives.likelihood import Likelihood
-from parser.data import DependencyDataModule, read_conllu
+from parser.datamodule import DependencyDataModule
+from parser.sentences import read_conllu
 from parser.model import Parser
 
 

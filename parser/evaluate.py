@@ -16,7 +16,7 @@ import argparse
 import os
 from dataclasses import dataclass
 
-from .data import read_conllu
+from .sentences import read_conllu
 
 # As in conll18_ud_eval.py: everything but the functional relations
 # (aux case cc clf cop det mark), punct and non-UD labels.

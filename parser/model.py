@@ -18,7 +18,9 @@ from objectives.mtt import marginals as arc_marginals
 from objectives.objective import Objective, ObjectiveContext, Scores
 
 from .biaffine import BiaffineScorer
-from .data import Batch, Sentence, build_upos_vocab, collate, Vocab
+from .batch import Batch, collate
+from .sentences import Sentence
+from .vocab import Vocab, build_upos_vocab
 from .decode import mst, mst_labels
 from .encoder import WordEncoder
 from .metrics import AttachmentScore, universal_index

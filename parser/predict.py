@@ -16,7 +16,7 @@ import time
 import torch
 from lightning.pytorch.callbacks import BasePredictionWriter
 
-from .data import read_sentences, write_conllu
+from .sentences import read_sentences, write_conllu
 from .model import Parser
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 import train
-from parser.data import read_conllu
+from parser.sentences import read_conllu
 from parser.evaluate import evaluate
 from parser.predict import predict
 

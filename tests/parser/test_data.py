@@ -11,20 +11,11 @@ from lightning.fabric.utilities.apply_func import move_data_to_device
 from lightning.pytorch.utilities import CombinedLoader
 
 from parser import fetch
-from parser.data import (
-    Batch,
-    BucketBatchSampler,
-    ConlluError,
-    DependencyDataModule,
-    Vocab,
-    build_label_vocab,
-    build_upos_vocab,
-    collate,
-    has_upos,
-    read_conllu,
-    read_text,
-    write_conllu,
-)
+from parser.batch import Batch, collate
+from parser.datamodule import DependencyDataModule
+from parser.sampler import BucketBatchSampler
+from parser.sentences import ConlluError, has_upos, read_conllu, read_text, write_conllu
+from parser.vocab import Vocab, build_label_vocab, build_upos_vocab
 
 FIXTURES = Path(__file__).parent / "fixtures"
 MWT = FIXTURES / "mwt_empty.conllu"

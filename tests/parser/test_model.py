@@ -11,7 +11,9 @@ from lightning.pytorch import Trainer, seed_everything
 
 from objectives.ge import GeneralizedExpectation, estimate_targets
 from objectives.likelihood import Likelihood
-from parser.data import DependencyDataModule, collate, read_conllu
+from parser.batch import collate
+from parser.datamodule import DependencyDataModule
+from parser.sentences import read_conllu
 from parser.evaluate import evaluate
 from parser.model import Parser, lambda_schedule
 from parser.predict import ConlluWriter, predict

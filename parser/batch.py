@@ -1,0 +1,50 @@
+"""Padded batches of sentences (tensor conventions in docs/architecture.md)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from .sentences import Sentence
+from .vocab import IGNORE_INDEX, Vocab
+
+
+@dataclass
+class Batch:
+    """Padded sentences, as in docs/architecture.md (``N`` = longest sentence).
+
+    words: per sentence its words; lengths: (B,); upos: (B, N+1); heads, labels:
+    (B, N+1) or None for sentences without trees; index: (B,) position of each
+    sentence in its dataset.
+    """
+
+    words: list[list[str]]
+    lengths: Tensor
+    upos: Tensor
+    heads: Tensor | None
+    labels: Tensor | None
+    index: Tensor
+
+
+def collate(sentences: Sequence[Sentence], upos_vocab: Vocab, label_vocab: Vocab | None,
+            index: Sequence[int] | None = None) -> Batch:
+    """Pad sentences into a Batch. Heads/labels only if every sentence has them (labels
+    also need ``label_vocab``); ``index`` defaults to 0..B-1."""
+    lengths = torch.tensor([len(s) for s in sentences])
+    shape = (len(sentences), int(lengths.max()) + 1)
+    upos = torch.zeros(shape, dtype=torch.long)
+    has_trees = all(s.heads is not None for s in sentences)
+    heads = torch.zeros(shape, dtype=torch.long) if has_trees else None
+    labels = torch.full(shape, IGNORE_INDEX) if has_trees and label_vocab is not None else None
+    for b, sentence in enumerate(sentences):
+        n = len(sentence)
+        upos[b, 1:n + 1] = torch.tensor([upos_vocab.index(t) for t in sentence.upos])
+        if heads is not None:
+            heads[b, 1:n + 1] = torch.tensor(sentence.heads)
+        if labels is not None:
+            labels[b, 1:n + 1] = torch.tensor([label_vocab.index(d) for d in sentence.deprels])
+    index = torch.arange(len(sentences)) if index is None else torch.as_tensor(index)
+    return Batch([list(s.words) for s in sentences], lengths, upos, heads, labels, index)

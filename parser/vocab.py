@@ -1,0 +1,72 @@
+"""Vocabularies: strings <-> indices for UPOS tags and dependency labels.
+
+Label vocabulary choice: it holds the full DEPRELs (e.g. ``nmod:poss``) of the labeled
+training sentences and has no ``<unk>`` entry; a DEPREL unseen in training maps to -100,
+the ignore index, so the loss skips it and ``parser.metrics.AttachmentScore`` counts it
+as a LAS error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from .sentences import Sentence
+
+IGNORE_INDEX = -100
+UPOS_TAGS = ("ADJ", "ADP", "ADV", "AUX", "CCONJ", "DET", "INTJ", "NOUN", "NUM", "PART",
+             "PRON", "PROPN", "PUNCT", "SCONJ", "SYM", "VERB", "X")
+
+
+class Vocab:
+    """Strings <-> indices. ``index`` of an unknown string is the index of ``unk``, or
+    -100 (the ignore index) for a vocabulary without ``unk``.
+
+    Plain lists inside, so it pickles; ``state_dict``/``from_state_dict`` give a
+    JSON/YAML-friendly form for checkpoints and hyperparameters.
+    """
+
+    def __init__(self, itos: Iterable[str], unk: str | None = None):
+        self.itos = list(itos)
+        self.unk = unk
+        self._stoi = {s: i for i, s in enumerate(self.itos)}
+        if len(self._stoi) != len(self.itos):
+            raise ValueError("vocabulary entries must be unique")
+        self.unk_index = IGNORE_INDEX if unk is None else self._stoi[unk]
+
+    @classmethod
+    def from_iterable(cls, items: Iterable[str], specials: Sequence[str] = (),
+                      unk: str | None = None) -> Vocab:
+        """``specials`` first (in order), then the other distinct items sorted."""
+        return cls([*specials, *sorted(set(items) - set(specials))], unk)
+
+    def index(self, s: str) -> int:
+        return self._stoi.get(s, self.unk_index)
+
+    def __len__(self) -> int:
+        return len(self.itos)
+
+    def __contains__(self, s: object) -> bool:
+        return s in self._stoi
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Vocab) and (self.itos, self.unk) == (other.itos, other.unk)
+
+    def __repr__(self) -> str:
+        return f"Vocab({len(self)} entries, unk={self.unk!r})"
+
+    def state_dict(self) -> dict:
+        return {"itos": list(self.itos), "unk": self.unk}
+
+    @classmethod
+    def from_state_dict(cls, state: dict) -> Vocab:
+        return cls(state["itos"], state["unk"])
+
+
+def build_upos_vocab() -> Vocab:
+    """The 17 UD UPOS tags after ``<pad>`` = 0 and ``<unk>`` = 1 (used for ``_`` too)."""
+    return Vocab(["<pad>", "<unk>", *UPOS_TAGS], unk="<unk>")
+
+
+def build_label_vocab(sentences: Iterable[Sentence]) -> Vocab:
+    """The full DEPRELs of the sentences, sorted; no ``<unk>`` (unseen labels -> -100)."""
+    return Vocab.from_iterable(d for s in sentences for d in s.deprels)
