@@ -2,18 +2,26 @@
 
     python train.py fit --config configs/likelihood.yaml [--trainer.max_steps 100 ...]
     python train.py --objective ge [overrides ...]     # = fit --config configs/ge.yaml
-    python train.py test --config configs/likelihood.yaml --ckpt_path runs/.../best.ckpt
+    python train.py test --config configs/likelihood.yaml --ckpt_path runs/likelihood/version_0/checkpoints/best.ckpt
+
+A ``fit`` writes everything under ``<default_root_dir>/<config name>/version_N/``: CSV and
+TensorBoard logs, ``config.yaml`` and ``checkpoints/{best,last}.ckpt``. Bad input ends
+with one ``error:`` line; ``--debug`` (anywhere) shows the traceback instead.
 """
 
 from __future__ import annotations
 
+import os
 import sys
+from importlib.util import find_spec
 from pathlib import Path
 
-from lightning.pytorch.callbacks import EarlyStopping, LearningRateMonitor, ModelCheckpoint
-from lightning.pytorch.cli import LightningCLI
+from lightning.pytorch.callbacks import EarlyStopping, LearningRateMonitor
+from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
 
+from parser.callbacks import MODE, MONITOR, StepProgressBar, default_callbacks
+from parser.cli import run_reporting_errors
 from parser.datamodule import DependencyDataModule
 from parser.model import Parser
 
@@ -25,27 +33,65 @@ OBJECTIVE_CONFIGS = {
     "kl": "distill.yaml",
     "ge": "ge.yaml",
 }
+SUBCOMMANDS = ("fit", "validate", "test", "predict")
+EARLY_STOPPING_PATIENCE = 5  # validations without a better dev LAS before training stops
+GRADIENT_CLIP_NORM = 5.0  # the gradient's global 2-norm is clipped to this
 
 
 def expand_objective(argv: list[str]) -> list[str]:
-    """``--objective NAME [overrides]`` -> ``fit --config configs/<NAME>.yaml [overrides]``."""
-    if not argv or not argv[0].startswith("--objective"):
+    """``--objective NAME`` anywhere in ``argv`` -> ``--config configs/<NAME>.yaml`` right
+    after the subcommand (``fit`` when there is none), before every other override."""
+    for i, arg in enumerate(argv):
+        if arg == "--objective" or arg.startswith("--objective="):
+            if "=" in arg:
+                name, rest = arg.split("=", 1)[1], argv[:i] + argv[i + 1 :]
+            else:
+                name, rest = (argv[i + 1] if i + 1 < len(argv) else ""), argv[:i] + argv[i + 2 :]
+            break
+    else:
         return argv
-    name, rest = (argv[0].split("=", 1)[1], argv[1:]) if "=" in argv[0] else (argv[1] if len(argv) > 1 else "", argv[2:])
     if name not in OBJECTIVE_CONFIGS:
-        raise SystemExit(f"--objective must be one of {', '.join(OBJECTIVE_CONFIGS)}, not {name!r}")
-    return ["fit", "--config", str(CONFIGS / OBJECTIVE_CONFIGS[name]), *rest]
+        raise SystemExit(f"error: --objective must be one of {', '.join(OBJECTIVE_CONFIGS)}, not {name!r}")
+    command, rest = (rest[0], rest[1:]) if rest and rest[0] in SUBCOMMANDS else ("fit", rest)
+    return [command, "--config", str(CONFIGS / OBJECTIVE_CONFIGS[name]), *rest]
+
+
+def run_name(config_paths: list) -> str:
+    """A fit's run name: the stem of its last config file (``likelihood``, ``ge``, ...)."""
+    return Path(str(config_paths[-1])).stem if config_paths else "run"
 
 
 class ParserCLI(LightningCLI):
-    """LightningCLI whose default loggers (TensorBoard and CSV) live under ``default_root_dir``."""
+    """LightningCLI with the parser's defaults: a fit logs (CSV and TensorBoard) and
+    checkpoints into one run directory; other subcommands create none."""
+
+    def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
+        parser.add_argument(
+            "--objective", choices=sorted(OBJECTIVE_CONFIGS), default=None,
+            help="shortcut for --config configs/<config of NAME>.yaml, given anywhere on the command line "
+                 f"({', '.join(f'{k}: {v}' for k, v in OBJECTIVE_CONFIGS.items())}); `fit` when no subcommand is given",
+        )
 
     def instantiate_trainer(self, **kwargs):
         config = self._get(self.config_init, "trainer", default={})
         if config.get("logger") in (None, True) and "logger" not in kwargs:
-            root = config.get("default_root_dir") or "runs"
-            kwargs["logger"] = [TensorBoardLogger(root, name="tensorboard"), CSVLogger(root, name="csv")]
+            kwargs["logger"] = self._loggers(config) if self.subcommand in (None, "fit") else False
+        if config.get("enable_progress_bar", True) is not False and find_spec("rich") is not None:
+            kwargs.setdefault("callbacks", []).append(StepProgressBar())
         return super().instantiate_trainer(**kwargs)
+
+    def _loggers(self, trainer_config: dict) -> list:
+        root = Path(trainer_config.get("default_root_dir") or "runs")
+        config = self.config.get(self.subcommand, self.config) if self.subcommand else self.config
+        name = run_name(config.get("config") or [])
+        version = _next_version(root / name)
+        return [CSVLogger(root, name=name, version=version), TensorBoardLogger(root, name=name, version=version, default_hp_metric=False)]
+
+
+def _next_version(directory: Path) -> int:
+    """One more than the largest N of the ``version_N`` folders in ``directory`` (0 if none)."""
+    taken = [int(p.name.split("_")[1]) for p in directory.glob("version_*") if p.name.split("_")[1].isdigit()]
+    return max(taken, default=-1) + 1
 
 
 def main(argv: list[str] | None = None, run: bool = True) -> LightningCLI:
@@ -60,10 +106,10 @@ def main(argv: list[str] | None = None, run: bool = True) -> LightningCLI:
         trainer_defaults={
             "default_root_dir": "runs",
             "max_epochs": 10,
-            "gradient_clip_val": 5.0,
+            "gradient_clip_val": GRADIENT_CLIP_NORM,
             "callbacks": [
-                ModelCheckpoint(monitor="val/las", mode="max", filename="best", save_last=True),
-                EarlyStopping(monitor="val/las", mode="max", patience=5),
+                *default_callbacks(),
+                EarlyStopping(monitor=MONITOR, mode=MODE, patience=EARLY_STOPPING_PATIENCE, check_on_train_epoch_end=False),
                 LearningRateMonitor(logging_interval="step"),
             ],
         },
@@ -71,5 +117,8 @@ def main(argv: list[str] | None = None, run: bool = True) -> LightningCLI:
 
 
 if __name__ == "__main__":
+    if "--debug" in sys.argv:  # tracebacks for user errors (parser.cli), not a LightningCLI option
+        sys.argv.remove("--debug")
+        os.environ["TREEEXP_DEBUG"] = "1"
     sys.argv[1:] = expand_objective(sys.argv[1:])
-    main()
+    run_reporting_errors(main)

