@@ -2,17 +2,22 @@
 
 Reading keeps every column, comment, multiword token and empty node, so that
 ``read_conllu`` then ``write_conllu`` reproduces a UD file byte for byte; malformed input
-raises :class:`ConlluError` naming file and line.
+(bytes that are not UTF-8 included) raises :class:`ConlluError` naming file and line. A
+name ending in ``.gz`` is read through gzip. :func:`records` and :func:`parse_record` are
+the pieces the strict readers here and the lenient unlabeled stream (``parser.stream``)
+share.
 """
 
 from __future__ import annotations
 
+import gzip
 import logging
 import os
+import zlib
 from collections.abc import Iterator, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
-from typing import Literal, TextIO
+from typing import BinaryIO, Literal, TextIO
 
 import conllu
 from conllu.exceptions import ParseException
@@ -52,7 +57,7 @@ class Sentence:
 
 def read_conllu(path: str | os.PathLike, trees: bool = True,
                 on_invalid: Literal["raise", "skip"] = "raise") -> list[Sentence]:
-    """Read a CoNLL-U file with gold tokenisation.
+    """Read a CoNLL-U file (``.gz`` too) with gold tokenisation.
 
     With ``trees`` every word needs an integer HEAD and the heads must form a tree
     (one word attached to the root, no cycle); otherwise HEAD and DEPREL are ignored
@@ -64,8 +69,8 @@ def read_conllu(path: str | os.PathLike, trees: bool = True,
     if on_invalid not in ("raise", "skip"):
         raise ValueError(f"on_invalid must be 'raise' or 'skip', not {on_invalid!r}")
     sentences, skipped = [], 0
-    for start, lines in _blocks(path):
-        sentence = _parse_block(path, start, lines, trees)
+    for record in records(path, text=False):
+        sentence = parse_record(path, record, text=False, trees=trees)
         problem = _tree_problem(sentence.heads) if trees else None
         if problem is None:
             sentences.append(sentence)
@@ -80,22 +85,90 @@ def read_conllu(path: str | os.PathLike, trees: bool = True,
     return sentences
 
 
-def _blocks(path: str | os.PathLike) -> Iterator[tuple[int, list[str]]]:
-    """Yield (1-based number of the first line, lines) for each blank-line-separated block."""
-    block: list[str] = []
-    start = 0
-    with open(path, encoding="utf-8") as file:
-        for number, line in enumerate(file, 1):
-            line = line.rstrip("\n")
-            if line.strip():
-                if not block:
-                    start = number
-                block.append(line)
-            elif block:
-                yield start, block
-                block = []
+def open_bytes(path: str | os.PathLike) -> BinaryIO:
+    """The file's bytes, decompressed when its name ends in ``.gz``."""
+    return gzip.open(path, "rb") if str(path).endswith(".gz") else open(path, "rb")
+
+
+def is_text(path: str | os.PathLike) -> bool:
+    """Whether the file holds one tokenised sentence per line (``.txt``, ``.txt.gz``), not CoNLL-U."""
+    return str(path).removesuffix(".gz").endswith(".txt")
+
+
+@dataclass
+class Record:
+    """The undecoded lines of one sentence (a line of text or a blank-line-separated
+    CoNLL-U block), without line ends; ``line`` is the number of the first."""
+
+    line: int
+    lines: list[bytes]
+
+
+def records(path: str | os.PathLike, text: bool) -> Iterator[Record]:
+    """The file's sentences as undecoded Records, read lazily: one per line with ``text``,
+    else one per CoNLL-U block.
+
+    Raises ConlluError for a binary file (a NUL byte or the gzip signature at its start)
+    and for a ``.gz`` that is not gzip or ends early.
+    """
+    block: list[bytes] = []
+    start = number = 0
+    with open_bytes(path) as file:
+        try:
+            _check_text(path, file.peek(4096)[:4096])
+            for number, line in enumerate(file, 1):
+                stripped = line.rstrip(b"\r\n")
+                if text:
+                    yield Record(number, [stripped])
+                elif stripped.strip():
+                    if not block:
+                        start = number
+                    block.append(stripped)
+                elif block:
+                    yield Record(start, block)
+                    block = []
+        except (EOFError, zlib.error, gzip.BadGzipFile) as error:
+            raise ConlluError(f"{path}:{number + 1}: unreadable gzip data ({error})") from None
     if block:
-        yield start, block
+        yield Record(start, block)
+
+
+def _check_text(path: str | os.PathLike, head: bytes) -> None:
+    if head.startswith(b"\x1f\x8b"):
+        raise ConlluError(f"{path}:1: binary file (gzip-compressed): name it *.gz to read it")
+    if b"\0" in head:
+        raise ConlluError(f"{path}:1: binary file (NUL bytes), not text")
+
+
+def _decode(path: str | os.PathLike, record: Record) -> list[str]:
+    """The record's lines as text; ConlluError naming line and byte for bytes that are not UTF-8."""
+    lines = []
+    for number, raw in enumerate(record.lines, record.line):
+        try:
+            lines.append(raw.decode("utf-8"))
+        except UnicodeDecodeError as error:
+            raise ConlluError(f"{path}:{number}: not UTF-8 text"
+                              f" (byte 0x{raw[error.start]:02x} at byte {error.start + 1} of the line)") from None
+    return lines
+
+
+def parse_record(path: str | os.PathLike, record: Record, text: bool, trees: bool = False) -> Sentence:
+    """One Record as a Sentence (``trees`` only for CoNLL-U); ConlluError naming file and line
+    for anything malformed, the tree itself excepted (see ``read_conllu``).
+
+    A text line's words get UPOS ``_`` and no tree, and a TokenList with a ``# text``
+    comment so that predictions can be written as CoNLL-U.
+    """
+    lines = _decode(path, record)
+    if not text:
+        return _parse_block(path, record.line, lines, trees)
+    words = lines[0].split()
+    if not words:
+        raise ConlluError(f"{path}:{record.line}: blank line (expected one sentence per line)")
+    tokens = [conllu.Token(zip(FIELDS, (i, word, "_", "_", "_", "_", None, "_", "_", "_")))
+              for i, word in enumerate(words, 1)]
+    tokenlist = conllu.TokenList(tokens, conllu.Metadata(text=" ".join(words)))
+    return Sentence(words, ["_"] * len(words), None, None, tokenlist, f"{path}:{record.line}")
 
 
 def _parse_block(path: str | os.PathLike, start: int, lines: list[str], trees: bool) -> Sentence:
@@ -113,6 +186,8 @@ def _parse_block(path: str | os.PathLike, start: int, lines: list[str], trees: b
         columns = line.split("\t")
         if len(columns) != len(FIELDS):
             raise ConlluError(f"{where}: expected 10 tab-separated columns, found {len(columns)}")
+        if not columns[1]:
+            raise ConlluError(f"{where}: empty FORM")
         token = conllu.Token(zip(FIELDS, columns))
         try:
             token["id"] = parse_id_value(columns[0])
@@ -167,33 +242,20 @@ def _tree_problem(heads: list[int]) -> str | None:
 
 
 def read_text(path: str | os.PathLike) -> list[Sentence]:
-    """Read one pre-tokenised sentence per line (whitespace-separated words).
+    """Read one pre-tokenised sentence per line (whitespace-separated words; ``.gz`` too).
 
-    Words get UPOS ``_`` and no trees; each sentence gets a TokenList (with a
-    ``# text`` comment) so predictions can be written as CoNLL-U. A blank line raises.
+    Words get UPOS ``_`` and no trees (see ``parse_record``). A blank line raises.
     """
-    with open(path, encoding="utf-8") as file:
-        lines = file.read().split("\n")
-    if lines[-1] == "":
-        lines.pop()
-    if not lines:
+    sentences = [parse_record(path, record, text=True) for record in records(path, text=True)]
+    if not sentences:
         raise ConlluError(f"{path}:1: empty file, no sentences")
-    sentences = []
-    for number, line in enumerate(lines, 1):
-        words = line.split()
-        if not words:
-            raise ConlluError(f"{path}:{number}: blank line (expected one sentence per line)")
-        tokens = [conllu.Token(zip(FIELDS, (i, word, "_", "_", "_", "_", None, "_", "_", "_")))
-                  for i, word in enumerate(words, 1)]
-        metadata = conllu.Metadata(text=" ".join(words))
-        sentences.append(Sentence(words, ["_"] * len(words), None, None,
-                                  conllu.TokenList(tokens, metadata), f"{path}:{number}"))
     return sentences
 
 
 def read_sentences(path: str | os.PathLike) -> list[Sentence]:
-    """Sentences to parse or to learn from without trees: ``.txt`` as text, else CoNLL-U."""
-    return read_text(path) if str(path).endswith(".txt") else read_conllu(path, trees=False)
+    """Sentences to parse or to learn from without trees: ``.txt`` (or ``.txt.gz``) as
+    text, else CoNLL-U."""
+    return read_text(path) if is_text(path) else read_conllu(path, trees=False)
 
 
 def has_upos(sentences: Sequence[Sentence]) -> bool:

@@ -1,3 +1,4 @@
+import gzip
 import io
 import logging
 import pickle
@@ -14,7 +15,7 @@ from parser import fetch
 from parser.batch import Batch, collate
 from parser.datamodule import DependencyDataModule
 from parser.sampler import BucketBatchSampler
-from parser.sentences import ConlluError, has_upos, read_conllu, read_text, write_conllu
+from parser.sentences import ConlluError, has_upos, read_conllu, read_sentences, read_text, write_conllu
 from parser.vocab import Vocab, build_label_vocab, build_upos_vocab
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -31,9 +32,13 @@ WORDS = [
 
 def write(path, *sentences):
     """Write sentences, each a list of lines after a sent_id comment, as CoNLL-U."""
-    path.write_text("".join("\n".join(["# sent_id = s", *lines]) + "\n\n" for lines in sentences),
-                    encoding="utf-8")
+    path.write_text("".join(write_lines(lines) for lines in sentences), encoding="utf-8")
     return path
+
+
+def write_lines(lines):
+    """One CoNLL-U sentence (a sent_id comment, then ``lines``) as text."""
+    return "\n".join(["# sent_id = s", *lines]) + "\n\n"
 
 
 def with_line(index, line):
@@ -126,6 +131,34 @@ def test_skip_invalid_trees_logs_the_count(tmp_path, caplog):
         sentences = read_conllu(path, on_invalid="skip")
     assert [s.source for s in sentences] == [f"{path}:1", f"{path}:11"]
     assert "skipped 1 sentences with invalid trees" in caplog.text
+
+
+def test_gzip_files_read_like_plain_ones(tmp_path):
+    packed = tmp_path / "x.conllu.gz"
+    packed.write_bytes(gzip.compress(MWT.read_bytes()))
+    assert [s.words for s in read_conllu(packed)] == [s.words for s in read_conllu(MWT)]
+    assert read_conllu(packed)[1].source == f"{packed}:13"
+    text = tmp_path / "x.txt.gz"
+    text.write_bytes(gzip.compress(b"a b\nc\n"))
+    assert [s.words for s in read_sentences(text)] == [["a", "b"], ["c"]]
+
+
+@pytest.mark.parametrize("name, content, message", [
+    ("latin1.conllu", write_lines(WORDS).replace("dog", "d\xf6g").encode("latin-1"),
+     r":3: not UTF-8 text \(byte 0xf6 at byte 4 of the line\)"),
+    ("latin1.txt", "ok\nna\xefve\n".encode("latin-1"), r":2: not UTF-8 text \(byte 0xef at byte 3 of the line\)"),
+    ("packed.conllu", gzip.compress(write_lines(WORDS).encode()), r":1: binary file \(gzip-compressed\): name it \*\.gz"),
+    ("image.conllu", b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR", r":1: binary file \(NUL bytes\)"),
+    ("plain.conllu.gz", write_lines(WORDS).encode(), r":1: unreadable gzip data"),
+    ("cut.conllu.gz", gzip.compress(write_lines(WORDS).encode())[:-12], r"unreadable gzip data"),
+    ("empty_form.conllu", write_lines(with_line(1, "2\t\tdog\tNOUN\tNN\t_\t3\tnsubj\t_\t_")).encode(), ":3: empty FORM"),
+])
+def test_unreadable_bytes_name_the_file_and_line(tmp_path, name, content, message):
+    path = tmp_path / name
+    path.write_bytes(content)
+    with pytest.raises(ConlluError, match=message) as error:
+        read_sentences(path)
+    assert str(error.value).startswith(f"{path}:")
 
 
 def test_read_text(tmp_path):
