@@ -1,0 +1,69 @@
+"""Shared figure plumbing for ``parser.show``, ``parser.plot`` and the benchmark reports.
+
+Matplotlib (the optional ``viz`` extra) is imported lazily; figures are built without pyplot
+and rendered by its Agg and SVG backends, so nothing needs a display or a network. They are
+saved by the file's extension.
+"""
+
+from __future__ import annotations
+
+import html
+import io
+from pathlib import Path
+
+FORMATS = (".png", ".svg", ".html")
+
+
+def new_figure(width: float, height: float):
+    """A ``matplotlib.figure.Figure`` of ``width`` x ``height`` inches, outside pyplot's registry
+    (nothing to close, no display needed); an ImportError naming the extra without matplotlib."""
+    try:
+        from matplotlib.figure import Figure
+    except ImportError:
+        raise ImportError('drawing needs matplotlib: pip install "treeexp[viz]"') from None
+    return Figure(figsize=(width, height))
+
+
+def check_format(path: str | Path) -> str:
+    """The lower-case extension of ``path``; ValueError unless it is .png, .svg or .html."""
+    suffix = Path(path).suffix.lower()
+    if suffix not in FORMATS:
+        raise ValueError(f"{path}: unknown figure format {suffix or '(none)'!r}, use {', '.join(FORMATS)}")
+    return suffix
+
+
+def save(figure, path: str | Path, title: str = "treeexp") -> Path:
+    """Write ``figure`` as PNG, SVG or a self-contained HTML page (the SVG inline), by extension."""
+    path = Path(path)
+    suffix = check_format(path)
+    if suffix == ".png":
+        figure.savefig(path, dpi=120)
+    elif suffix == ".svg":
+        figure.savefig(path)
+    else:
+        buffer = io.StringIO()
+        figure.savefig(buffer, format="svg")
+        svg = buffer.getvalue()
+        svg = svg[svg.index("<svg") :]  # drop the XML declaration and DOCTYPE: not allowed inline
+        path.write_text(_PAGE.format(title=html.escape(title), svg=svg), encoding="utf-8")
+    return path
+
+
+_PAGE = """<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<title>{title}</title>
+<style>
+body {{ font-family: sans-serif; margin: 1em; }}
+div.figure {{ overflow-x: auto; }}
+</style>
+</head>
+<body>
+<h1 style="font-size: 1.1em">{title}</h1>
+<div class="figure">
+{svg}
+</div>
+</body>
+</html>
+"""
