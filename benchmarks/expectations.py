@@ -49,6 +49,7 @@ from benchmarks.common import (
     setup,
 )
 from objectives import baselines as bl
+from objectives.conventions import arc_mask
 from objectives.expectations import covariance_with_arcs, entropy, expectation
 from objectives.mtt import log_partition_and_marginals
 
@@ -165,7 +166,7 @@ def slogdet_log_partition(scores: torch.Tensor, lengths: torch.Tensor) -> torch.
     """Plain autograd log Z (single-root): slogdet of the Koo et al. Laplacian of per-word
     shifted weights. ``(B, N+1, N+1)`` -> ``(B,)``."""
     size = scores.shape[-1]
-    mask = bl.arc_mask(lengths, size)
+    mask = arc_mask(lengths, size - 1)
     masked = scores.masked_fill(~mask, float("-inf"))
     shift = masked.detach().amax(-2, keepdim=True).nan_to_num(0.0, 0.0, 0.0)
     w = torch.exp(masked - shift)
@@ -188,7 +189,7 @@ def slogdet_marginals(scores: torch.Tensor, lengths: torch.Tensor) -> tuple[torc
 def slogdet_entropy(scores: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
     """Plain autograd entropy: ``log Z - sum mu * s`` from :func:`slogdet_marginals`."""
     log_z, mu = slogdet_marginals(scores, lengths)
-    mask = bl.arc_mask(lengths, scores.shape[-1])
+    mask = arc_mask(lengths, scores.shape[-1] - 1)
     return log_z - (mu * scores.masked_fill(~mask, 0.0)).sum((-2, -1))
 
 

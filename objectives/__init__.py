@@ -3,10 +3,12 @@
 ``objectives`` is a small math library over score tensors (no transformers, no Lightning):
 :mod:`objectives.mtt` (log-partition, marginals), :mod:`objectives.expectations` (T1, T2,
 entropies, KL), :class:`TreeCRF` (all of it as a ``torch.distributions`` object),
-:mod:`objectives.baselines` (slow reference algorithms), and one module per training
-objective.
+:mod:`objectives.baselines` (slow reference algorithms), one module per training
+objective, and the project's shared conventions (:mod:`objectives.conventions`: the ignore
+index, the UD tag set, the arc mask) and schedules (:mod:`objectives.schedule`).
 """
 
+from .conventions import IGNORE_INDEX, UPOS_TAGS, arc_mask, word_mask
 from .distribution import TreeCRF
 from .entropy_regularizer import EntropyRegularizer
 from .expectations import covariance, cross_entropy, entropy, expectation, kl_divergence, renyi_entropy, second_order
@@ -16,6 +18,7 @@ from .likelihood import Likelihood
 from .mtt import log_partition, marginals
 from .objective import Objective, ObjectiveContext, Scores
 from .risk import Risk
+from .schedule import interpolate, linear_warmup_decay
 
 __all__ = [
     "TreeCRF",
@@ -39,13 +42,10 @@ __all__ = [
     "Constraint",
     "load_constraints",
     "estimate_targets",
-    "OBJECTIVES",
+    "IGNORE_INDEX",
+    "UPOS_TAGS",
+    "arc_mask",
+    "word_mask",
+    "linear_warmup_decay",
+    "interpolate",
 ]
-
-OBJECTIVES: dict[str, type[Objective]] = {
-    "likelihood": Likelihood,
-    "risk": Risk,
-    "entropy": EntropyRegularizer,
-    "kl": Distillation,
-    "ge": GeneralizedExpectation,
-}

@@ -5,7 +5,6 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-IGNORE_INDEX = -100  # gold label of position 0, padding and labels unseen in training
 _HALF = (torch.float16, torch.bfloat16)
 
 

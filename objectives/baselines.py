@@ -1,8 +1,9 @@
 """Slow reference implementations of spanning-tree expectations, for tests and benchmarks.
 
-Nothing here imports `objectives.mtt` or `objectives.expectations`: the brute-force
-oracles enumerate every tree, and the matrix-tree baselines build their own Laplacian,
-so they check the fast engine independently.
+Nothing here imports `objectives.mtt` or `objectives.expectations` (only the project's
+arc mask, `objectives.conventions.arc_mask`): the brute-force oracles enumerate every
+tree, and the matrix-tree baselines build their own Laplacian, so they check the fast
+engine independently.
 
 Conventions follow docs/architecture.md: `scores` is `(B, N+1, N+1)` (or labeled
 `(B, N+1, N+1, L)`), `scores[b, h, m]` the log-weight of the arc h -> m, position 0 the
@@ -23,20 +24,12 @@ import itertools
 
 import torch
 
+from .conventions import arc_mask
+
 MAX_BRUTE_LENGTH = 7
 
 
 # --------------------------------------------------------------------------- helpers
-
-
-def arc_mask(lengths: torch.Tensor, size: int) -> torch.Tensor:
-    """Which entries of a `(B, size, size)` score array are arcs h -> m of a sentence.
-
-    lengths `(B,)` -> bool `(B, size, size)`: h <= n, 1 <= m <= n, h != m.
-    """
-    pos = torch.arange(size, device=lengths.device)
-    inside = pos[None, :] <= lengths[:, None]
-    return inside[:, :, None] & inside[:, None, :] & (pos[None, None, :] > 0) & (pos[:, None] != pos[None, :])
 
 
 def random_batch(
@@ -57,7 +50,7 @@ def random_batch(
     size = int(lengths.max()) + 1
     shape = (len(lengths), size, size) + ((num_labels,) if num_labels else ())
     scores = scale * torch.randn(shape, generator=generator, dtype=torch.float64)
-    mask = arc_mask(lengths, size)
+    mask = arc_mask(lengths, size - 1)
     if num_labels:
         mask = mask[..., None]
     return torch.where(mask, scores, pad_value).to(dtype), lengths
@@ -76,7 +69,7 @@ def _shifted_weights(scores: torch.Tensor, lengths: torch.Tensor):
     largest score of an arc into word m (0 where there is none). Shifting column m of
     the Laplacian divides the determinant by exp(c_m) and leaves every ratio unchanged.
     """
-    mask = arc_mask(lengths, scores.shape[1])
+    mask = arc_mask(lengths, scores.shape[1] - 1)
     if _labeled(scores):
         mask = mask[..., None]
     masked = torch.where(mask, scores.double(), -torch.inf)
@@ -118,7 +111,7 @@ def _mtt_log_partition(scores, lengths, multiroot):
 
 def _masked_values(r: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
     """Per-arc values `(B, N+1, N+1[, L], R)` in float64, zeroed off the arcs."""
-    mask = arc_mask(lengths, r.shape[1])
+    mask = arc_mask(lengths, r.shape[1] - 1)
     mask = mask.view(mask.shape + (1,) * (r.dim() - 3))
     return torch.where(mask, r.double(), 0.0)
 

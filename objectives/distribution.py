@@ -8,7 +8,8 @@ from torch.distributions import Distribution, constraints, register_kl
 from torch.distributions.utils import lazy_property
 
 from . import expectations
-from .mtt import arc_mask, check_arguments, log_partition_and_marginals
+from .conventions import word_mask
+from .mtt import Prepared, check_arguments, log_partition_and_marginals_from, no_autocast, prepare
 
 
 class TreeCRF(Distribution):
@@ -19,9 +20,13 @@ class TreeCRF(Distribution):
             ``(B, N+1, N+1, L)`` for labeled arcs.
         lengths: ``(B,)`` words per sentence; the rest is padding.
         multiroot: ``False`` (default) for single-root trees, ``True`` for multi-root.
+        validate_args: check shapes, lengths and scores (NaN/+inf on arcs) on construction
+            (host syncs); ``None`` follows ``torch.distributions.Distribution``'s default.
 
-    A value is a head vector ``(B, N+1)`` (``heads[b, m]`` is the head of word m; 0 at
-    position 0 and on padding). Example::
+    The Laplacian is factorised once, on first use, and every quantity (``log_partition``,
+    ``marginals``, ``log_prob``, ``entropy``, ``expectation``, ``cross_entropy``,
+    ``kl_divergence``, T2) reads that factorisation. A value is a head vector ``(B, N+1)``
+    (``heads[b, m]`` is the head of word m; 0 at position 0 and on padding). Example::
 
         >>> crf = TreeCRF(torch.randn(2, 4, 4), torch.tensor([3, 2]))
         >>> crf.marginals.shape, crf.entropy().shape
@@ -36,7 +41,8 @@ class TreeCRF(Distribution):
         self.scores = scores
         self.lengths = torch.as_tensor(lengths, device=scores.device)
         self.multiroot = multiroot
-        check_arguments(scores, self.lengths)
+        if Distribution._validate_args if validate_args is None else validate_args:
+            check_arguments(scores, self.lengths)
         super().__init__(batch_shape=scores.shape[:1], event_shape=scores.shape[1:2], validate_args=False)
 
     @property
@@ -44,8 +50,15 @@ class TreeCRF(Distribution):
         return self.scores.dim() == 4
 
     @lazy_property
+    def prepared(self) -> Prepared:
+        """The masked scores and their one :class:`~objectives.mtt.Factorisation`."""
+        with no_autocast(self.scores.device):
+            return prepare(self.scores, self.lengths, self.multiroot, validate=False)
+
+    @lazy_property
     def _inference(self) -> tuple[Tensor, Tensor]:
-        return log_partition_and_marginals(self.scores, self.lengths, self.multiroot, validate=False)
+        with no_autocast(self.scores.device):
+            return log_partition_and_marginals_from(self.prepared)
 
     @property
     def log_partition(self) -> Tensor:
@@ -61,8 +74,7 @@ class TreeCRF(Distribution):
         """``log p(tree)``: ``(B,)``. ``labels`` ``(B, N+1)`` is required for labeled scores."""
         if self.labeled != (labels is not None):
             raise ValueError("labels must be given exactly when the scores are labeled")
-        mask = arc_mask(self.lengths, self.scores.shape[1] - 1)
-        words = mask.any(1)  # (B, N+1): real words
+        words = word_mask(self.lengths, self.scores.shape[1] - 1)  # (B, N+1)
         heads = heads.masked_fill(~words, 0)
         index = heads[:, None, :, None].expand(-1, 1, -1, self.scores.shape[-1]) if self.labeled else heads[:, None, :]
         chosen = self.scores.gather(1, index).squeeze(1)  # (B, N+1[, L]): scores of the chosen arcs
@@ -73,31 +85,33 @@ class TreeCRF(Distribution):
 
     def entropy(self) -> Tensor:
         """Shannon entropy in nats: ``(B,)``."""
-        return expectations.entropy(self.scores, self.lengths, self.multiroot)
+        return expectations.entropy_from(self.prepared)
 
     def expectation(self, r: Tensor) -> Tensor:
         """T1 ``E[r(d)]``: ``(B, R)`` for ``r`` of shape ``scores.shape + (R,)``."""
-        return expectations.expectation(self.scores, self.lengths, r, self.multiroot)
+        return expectations.expectation_from(self.prepared, r)
 
     def second_order(self, r: Tensor, s: Tensor) -> Tensor:
         """T2 ``E[r(d) s(d)^T]``: ``(B, R, S)``."""
-        return expectations.second_order(self.scores, self.lengths, r, s, self.multiroot)
+        return expectations.second_order_from(self.prepared, r, s)
 
     def covariance(self, r: Tensor, s: Tensor) -> Tensor:
         """T2 ``Cov(r(d), s(d))``: ``(B, R, S)``."""
-        return expectations.covariance(self.scores, self.lengths, r, s, self.multiroot)
+        return expectations.covariance_from(self.prepared, r, s)
 
     def cross_entropy(self, other: "TreeCRF") -> Tensor:
         """``-E_self[log other(d)]``: ``(B,)``."""
-        return expectations.cross_entropy(self.scores, other.scores, self.lengths, self.multiroot)
+        return expectations.cross_entropy_terms(self.prepared, other.scores, other.log_partition)[0]
 
     def kl_divergence(self, other: "TreeCRF") -> Tensor:
         """``KL(self || other)``: ``(B,)``."""
-        return expectations.kl_divergence(self.scores, other.scores, self.lengths, self.multiroot)
+        return expectations.kl_from(self.prepared, other.scores, other.log_partition)
 
     def renyi_entropy(self, alpha: float) -> Tensor:
         """Renyi entropy of order ``alpha`` in nats: ``(B,)``."""
-        return expectations.renyi_entropy(self.scores, self.lengths, alpha, self.multiroot)
+        if alpha == 1:
+            return self.entropy()
+        return expectations.renyi_from(self.prepared, self.scores, self.lengths, alpha, self.multiroot)
 
 
 @register_kl(TreeCRF, TreeCRF)

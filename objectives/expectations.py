@@ -23,21 +23,13 @@ from torch.autograd.function import once_differentiable
 
 from .mtt import (
     Factorisation,
-    _exact_derivatives,
-    _inference,
-    _Marginals,
-    _laplacian,
-    _marginals_from,
-    _no_autocast,
-    _prepare,
-    _sum_labels,
-    _weighted_adjoint,
-    arc_mask,
-    check_arguments,
+    Prepared,
+    exact_derivatives,
     laplacian,
-    log_partition,
-    log_partition_and_marginals,
-    marginal_vjp,
+    log_partition_and_marginals_from,
+    no_autocast,
+    prepare,
+    weighted_adjoint,
 )
 
 __all__ = [
@@ -53,7 +45,8 @@ __all__ = [
 
 
 def _finite(scores: Tensor) -> Tensor:
-    """Scores with -inf (forbidden arcs, marginal exactly 0) replaced by 0 so products stay finite."""
+    """Scores with -inf (forbidden arcs, marginal exactly 0) and padding garbage replaced by 0
+    so that products with the marginals stay finite."""
     return scores.masked_fill(~torch.isfinite(scores), 0.0)
 
 
@@ -64,18 +57,31 @@ def _check_features(scores: Tensor, r: Tensor, name: str) -> None:
         )
 
 
-def expectation(scores: Tensor, lengths: Tensor, r: Tensor, multiroot: bool = False) -> Tensor:
+def _prepared(scores: Tensor, lengths: Tensor, multiroot: bool, validate: bool) -> Prepared:
+    with no_autocast(scores.device):
+        return prepare(scores, lengths, multiroot, validate)
+
+
+# --------------------------------------------------------------------------- T1
+
+
+def expectation(scores: Tensor, lengths: Tensor, r: Tensor, multiroot: bool = False, validate: bool = True) -> Tensor:
     """T1: ``E[r(d)]`` for an additively decomposable ``r``. Returns ``(B, R)``."""
-    _check_features(scores, r, "r")
-    if scores.dim() != 3 or r.requires_grad:  # labeled, or r needs its own gradient
-        mu = _inference(scores, lengths, multiroot, True, False)
-        return _contract(mu, r.to(mu.dtype))
-    lengths = torch.as_tensor(lengths, device=scores.device)
-    with _no_autocast(scores.device):
-        _, arcs, factor = _prepare(scores, lengths, multiroot, validate=True)
+    _check_features(scores, r, "r")  # before the factorisation
+    return expectation_from(_prepared(scores, lengths, multiroot, validate), r)
+
+
+def expectation_from(prepared: Prepared, r: Tensor) -> Tensor:
+    """:func:`expectation` of a :class:`~objectives.mtt.Prepared` batch."""
+    filled, arcs, factor = prepared
+    _check_features(filled, r, "r")
+    with no_autocast(arcs.device):
+        if filled.dim() == 4 or r.requires_grad:  # labeled, or r needs its own gradient
+            mu = log_partition_and_marginals_from(prepared, with_log_z=False)[1]
+            return _contract(mu, r.to(mu.dtype))
         if torch.is_grad_enabled() and arcs.requires_grad:
             return _Expectation.apply(arcs, r, factor)
-        return _contract(_marginals_from(factor), r.to(factor.weights.dtype)).to(arcs.dtype)
+        return _contract(factor.marginals(), r.to(factor.weights.dtype)).to(arcs.dtype)
 
 
 def _contract(mu: Tensor, r: Tensor) -> Tensor:
@@ -90,93 +96,124 @@ class _Expectation(torch.autograd.Function):
     @staticmethod
     def forward(ctx, arcs: Tensor, r: Tensor, factor: Factorisation) -> Tensor:
         ctx.factor, ctx.r = factor, r
-        return _contract(_marginals_from(factor), r.to(factor.weights.dtype)).to(arcs.dtype)
+        return _contract(factor.marginals(), r.to(factor.weights.dtype)).to(arcs.dtype)
 
     @staticmethod
     @once_differentiable
     def backward(ctx, grad: Tensor):
         factor = ctx.factor
-        mu = _marginals_from(factor)
-        with _no_autocast(grad.device):
-            r = ctx.r.to(mu.dtype)
-            direction = (r.flatten(1, -2) @ grad.to(mu.dtype).unsqueeze(-1)).view(mu.shape)  # sum_k r_k g_k
-            vjp = marginal_vjp(factor, direction, mu)
+        with no_autocast(grad.device):
+            dtype = factor.weights.dtype
+            direction = (ctx.r.to(dtype).flatten(1, -2) @ grad.to(dtype).unsqueeze(-1)).view(factor.weights.shape)
+            vjp = factor.marginal_vjp(direction)  # sum_k r_k g_k
         return vjp.to(grad.dtype), None, None
 
 
-def entropy(scores: Tensor, lengths: Tensor, multiroot: bool = False) -> Tensor:
+def entropy(scores: Tensor, lengths: Tensor, multiroot: bool = False, validate: bool = True) -> Tensor:
     """Shannon entropy in nats, ``log Z - sum_e mu_e scores_e``: ``(B,)``."""
-    lengths = torch.as_tensor(lengths, device=scores.device)
-    if scores.dim() != 3:  # labeled (or invalid: the checks below name the problem)
-        log_z, mu = log_partition_and_marginals(scores, lengths, multiroot)
-        value = log_z - (mu * _finite(scores).to(mu.dtype)).flatten(1).sum(1)
-        return value.clamp_min(0.0)  # only rounding can make it negative
-    with _no_autocast(scores.device):
-        _, arcs, factor = _prepare(scores, lengths, multiroot, validate=True)
-        finite = factor.scores.nan_to_num(0.0, 0.0, 0.0)  # non-arcs and forbidden arcs (mu = 0) -> 0
+    return entropy_from(_prepared(scores, lengths, multiroot, validate))
+
+
+def entropy_from(prepared: Prepared) -> Tensor:
+    """:func:`entropy` of a :class:`~objectives.mtt.Prepared` batch (no new factorisation)."""
+    filled, arcs, factor = prepared
+    with no_autocast(arcs.device):
+        if filled.dim() == 4:
+            log_z, mu = log_partition_and_marginals_from(prepared)
+            return (log_z - (mu * _finite(filled)).flatten(1).sum(1)).clamp_min(0.0)  # < 0 only by rounding
         if torch.is_grad_enabled() and arcs.requires_grad:
-            return _Entropy.apply(arcs, finite, factor)
-        return _entropy_value(factor, finite).to(arcs.dtype)
+            return _Entropy.apply(arcs, factor)
+        return _entropy_terms(factor)[0].to(arcs.dtype)
 
 
-def _entropy_value(factor: Factorisation, finite: Tensor) -> Tensor:
-    mu = _marginals_from(factor)
-    return (factor.log_partition - (mu * finite).sum((-2, -1))).clamp_min(0.0)  # < 0 only by rounding
+def _entropy_terms(factor: Factorisation) -> tuple[Tensor, Tensor, Tensor]:
+    """``(H (B,), s (B, N+1, N+1) the scores with 0 off the arcs and on forbidden arcs, mu * s)``."""
+    finite = factor.scores.nan_to_num(0.0, 0.0, 0.0)
+    mu_s = factor.marginals() * finite
+    return (factor.log_partition - mu_s.sum((-2, -1))).clamp_min_(0.0), finite, mu_s  # < 0 only by rounding
 
 
 class _Entropy(torch.autograd.Function):
     """Unlabeled scores -> entropy; the gradient ``-H s`` (``H`` the Hessian of log Z) is one
-    closed-form marginal VJP, with no autograd graph through log Z and the marginals."""
+    closed-form marginal VJP reusing the forward's ``mu * s``, with no autograd graph."""
 
     @staticmethod
-    def forward(ctx, arcs: Tensor, finite: Tensor, factor: Factorisation) -> Tensor:
-        ctx.factor, ctx.finite = factor, finite
-        return _entropy_value(factor, finite).to(arcs.dtype)
+    def forward(ctx, arcs: Tensor, factor: Factorisation) -> Tensor:
+        value, ctx.finite, ctx.mu_s = _entropy_terms(factor)
+        ctx.factor = factor
+        return value.to(arcs.dtype)
 
     @staticmethod
     @once_differentiable
     def backward(ctx, grad: Tensor):
-        factor = ctx.factor
-        with _no_autocast(grad.device):
-            vjp = marginal_vjp(factor, ctx.finite, _marginals_from(factor))
-            out = vjp * -grad.to(vjp.dtype)[:, None, None]
-        return out.to(grad.dtype), None, None
+        with no_autocast(grad.device):
+            vjp = ctx.factor.marginal_vjp(ctx.finite, ctx.mu_s)
+            out = vjp.mul_(grad.to(vjp.dtype).neg()[:, None, None])
+        return out.to(grad.dtype), None
 
 
-def cross_entropy(p_scores: Tensor, q_scores: Tensor, lengths: Tensor, multiroot: bool = False) -> Tensor:
+def cross_entropy(
+    p_scores: Tensor, q_scores: Tensor, lengths: Tensor, multiroot: bool = False, validate: bool = True
+) -> Tensor:
     """``-E_p[log q(d)] = log Z_q - sum_e mu^p_e q_e``: ``(B,)``."""
-    return _cross_entropy_terms(p_scores, q_scores, lengths, multiroot)[0]
+    p, log_zq = _pair(p_scores, q_scores, lengths, multiroot, validate)
+    return cross_entropy_terms(p, q_scores, log_zq)[0]
 
 
-def kl_divergence(p_scores: Tensor, q_scores: Tensor, lengths: Tensor, multiroot: bool = False) -> Tensor:
+def kl_divergence(
+    p_scores: Tensor, q_scores: Tensor, lengths: Tensor, multiroot: bool = False, validate: bool = True
+) -> Tensor:
     """``KL(p || q) = log Z_q - log Z_p + sum_e mu^p_e (p_e - q_e)`` over one tree set: ``(B,)``."""
-    cross, log_zp, mu_p = _cross_entropy_terms(p_scores, q_scores, lengths, multiroot)
-    kl = cross - log_zp + (mu_p * _finite(p_scores).to(mu_p.dtype)).flatten(1).sum(1)
+    p, log_zq = _pair(p_scores, q_scores, lengths, multiroot, validate)
+    return kl_from(p, q_scores, log_zq)
+
+
+def _pair(p_scores, q_scores, lengths, multiroot, validate) -> tuple[Prepared, Tensor]:
+    """p prepared, and ``log Z_q`` ``(B,)``."""
+    if p_scores.shape != q_scores.shape:
+        raise ValueError(f"q_scores must have the shape of p_scores {tuple(p_scores.shape)}, got {tuple(q_scores.shape)}")
+    q = _prepared(q_scores, lengths, multiroot, validate)
+    with no_autocast(q_scores.device):
+        log_zq = log_partition_and_marginals_from(q)[0]
+    return _prepared(p_scores, lengths, multiroot, validate), log_zq
+
+
+def kl_from(p: Prepared, q_scores: Tensor, log_zq: Tensor) -> Tensor:
+    """:func:`kl_divergence` from p :class:`~objectives.mtt.Prepared`, q's scores and ``log Z_q``."""
+    cross, log_zp, mu_p = cross_entropy_terms(p, q_scores, log_zq)
+    kl = cross - log_zp + (mu_p * _finite(p.filled).to(mu_p.dtype)).flatten(1).sum(1)
     return kl.clamp_min(0.0)  # only rounding can make it negative
 
 
-def _cross_entropy_terms(p_scores, q_scores, lengths, multiroot):
+def cross_entropy_terms(p: Prepared, q_scores: Tensor, log_zq: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     """Cross-entropy ``(B,)`` plus the ``log Z_p`` and ``mu^p`` it was built from."""
-    if p_scores.shape != q_scores.shape:
-        raise ValueError(f"q_scores must have the shape of p_scores {tuple(p_scores.shape)}, got {tuple(q_scores.shape)}")
-    log_zp, mu_p = log_partition_and_marginals(p_scores, lengths, multiroot)
-    log_zq = log_partition(q_scores, lengths, multiroot)
-    q = q_scores.to(mu_p.dtype)
-    cross = log_zq - (mu_p * _finite(q)).flatten(1).sum(1)
-    impossible = ((mu_p > 0) & (q == float("-inf"))).flatten(1).any(1)  # p puts mass where q has none
+    with no_autocast(q_scores.device):
+        log_zp, mu_p = log_partition_and_marginals_from(p)
+        q = q_scores.to(mu_p.dtype)
+        cross = log_zq.to(mu_p.dtype) - (mu_p * _finite(q)).flatten(1).sum(1)
+        impossible = ((mu_p > 0) & (q == float("-inf"))).flatten(1).any(1)  # p puts mass where q has none
     return cross.masked_fill(impossible, float("inf")), log_zp, mu_p
 
 
-def renyi_entropy(scores: Tensor, lengths: Tensor, alpha: float, multiroot: bool = False) -> Tensor:
+def renyi_entropy(scores: Tensor, lengths: Tensor, alpha: float, multiroot: bool = False, validate: bool = True) -> Tensor:
     """Renyi entropy of order ``alpha`` in nats: ``(log Z(a s) - a log Z(s)) / (1 - a)``, ``(B,)``.
 
     ``alpha = 1`` is the Shannon entropy (the limit); ``alpha`` must be positive.
     """
+    prepared = _prepared(scores, lengths, multiroot, validate)
+    return entropy_from(prepared) if alpha == 1 else renyi_from(prepared, scores, lengths, alpha, multiroot)
+
+
+def renyi_from(prepared: Prepared, scores: Tensor, lengths: Tensor, alpha: float, multiroot: bool) -> Tensor:
+    """:func:`renyi_entropy` (``alpha != 1``) with ``log Z(s)`` from ``prepared``."""
     if not alpha > 0:
         raise ValueError(f"alpha must be positive, got {alpha}")
-    if alpha == 1:
-        return entropy(scores, lengths, multiroot)
-    return (log_partition(alpha * scores, lengths, multiroot) - alpha * log_partition(scores, lengths, multiroot)) / (1 - alpha)
+    log_z = log_partition_and_marginals_from(prepared)[0]
+    scaled = log_partition_and_marginals_from(_prepared(alpha * scores, lengths, multiroot, False))[0]
+    return (scaled - alpha * log_z) / (1 - alpha)
+
+
+# --------------------------------------------------------------------------- T2
 
 
 def covariance(scores: Tensor, lengths: Tensor, r: Tensor, s: Tensor, multiroot: bool = False) -> Tensor:
@@ -188,46 +225,49 @@ def covariance(scores: Tensor, lengths: Tensor, r: Tensor, s: Tensor, multiroot:
     """
     _check_features(scores, r, "r")
     _check_features(scores, s, "s")
-    lengths = torch.as_tensor(lengths, device=scores.device)
-    check_arguments(scores, lengths)
-    if scores.dim() == 4:
-        return _labeled_covariance(scores, lengths, r, s, multiroot)
-    return _arc_covariance(scores, lengths, r, s, multiroot)
+    return covariance_from(_prepared(scores, lengths, multiroot, True), r, s)
 
 
 def second_order(scores: Tensor, lengths: Tensor, r: Tensor, s: Tensor, multiroot: bool = False) -> Tensor:
     """T2: ``E[r(d) s(d)^T] = Cov(r, s) + E[r] E[s]^T``, ``(B, R, S)``."""
-    mean_r = expectation(scores, lengths, r, multiroot)
-    mean_s = expectation(scores, lengths, s, multiroot)
-    return covariance(scores, lengths, r, s, multiroot) + mean_r.unsqueeze(-1) * mean_s.unsqueeze(-2)
+    _check_features(scores, r, "r")
+    _check_features(scores, s, "s")
+    return second_order_from(_prepared(scores, lengths, multiroot, True), r, s)
 
 
-def _labeled_covariance(scores, lengths, r, s, multiroot):
-    dtype = torch.float64 if scores.device.type != "mps" else torch.float32
-    filled, arcs = _sum_labels(scores.to(dtype).masked_fill(~arc_mask(lengths, scores.shape[1] - 1)[..., None], 0.0))
-    q = filled.softmax(-1)
-    r, s = r.to(dtype), s.to(dtype)
-    r_bar = (q.unsqueeze(-1) * r).sum(-2)
-    s_bar = (q.unsqueeze(-1) * s).sum(-2)
-    between = _arc_covariance(arcs, lengths, r_bar, s_bar, multiroot)
-    _, mu = log_partition_and_marginals(arcs, lengths, multiroot, validate=False)
-    within = torch.einsum("bhm,bhmlr,bhmls->brs", mu, q.unsqueeze(-1) * r, s) - torch.einsum(
-        "bhm,bhmr,bhms->brs", mu, r_bar, s_bar
-    )
-    return (between + within).to(_result_dtype(scores))
+def second_order_from(prepared: Prepared, r: Tensor, s: Tensor) -> Tensor:
+    """:func:`second_order` of a :class:`~objectives.mtt.Prepared` batch (one factorisation)."""
+    mean_r, mean_s = expectation_from(prepared, r), expectation_from(prepared, s)
+    return covariance_from(prepared, r, s) + mean_r.unsqueeze(-1) * mean_s.unsqueeze(-2)
 
 
-def _result_dtype(scores: Tensor) -> torch.dtype:
-    return scores.dtype if scores.dtype in (torch.float32, torch.float64) else torch.float32
+def covariance_from(prepared: Prepared, r: Tensor, s: Tensor) -> Tensor:
+    """:func:`covariance` of a :class:`~objectives.mtt.Prepared` batch (no new factorisation)."""
+    filled, arcs, factor = prepared
+    _check_features(filled, r, "r")
+    _check_features(filled, s, "s")
+    with no_autocast(arcs.device):
+        if filled.dim() == 3:
+            return _arc_covariance(prepared, r, s).to(arcs.dtype)
+        dtype = factor.weights.dtype
+        q = filled.to(dtype).softmax(-1)
+        r, s = r.to(dtype), s.to(dtype)
+        r_bar = (q.unsqueeze(-1) * r).sum(-2)
+        s_bar = (q.unsqueeze(-1) * s).sum(-2)
+        between = _arc_covariance(Prepared(arcs, arcs, factor), r_bar, s_bar)
+        mu = log_partition_and_marginals_from(Prepared(arcs, arcs, factor), with_log_z=False)[1].to(dtype)
+        within = torch.einsum("bhm,bhmlr,bhmls->brs", mu, q.unsqueeze(-1) * r, s) - torch.einsum(
+            "bhm,bhmr,bhms->brs", mu, r_bar, s_bar
+        )
+        return (between + within).to(arcs.dtype)
 
 
-def _arc_covariance(scores: Tensor, lengths: Tensor, r: Tensor, s: Tensor, multiroot: bool) -> Tensor:
-    """Unlabeled T2 ``(B, R, S)``. The cubic part runs over the smaller of R and S."""
+def _arc_covariance(prepared: Prepared, r: Tensor, s: Tensor) -> Tensor:
+    """Unlabeled T2 ``(B, R, S)`` in the compute dtype. The cubic part runs over the smaller of R and S."""
     if r.shape[-1] > s.shape[-1]:
-        return _arc_covariance(scores, lengths, s, r, multiroot).transpose(-2, -1)
-    per_arc = covariance_with_arcs(scores, lengths, r, multiroot, validate=False)
-    mask = arc_mask(lengths, scores.shape[-1] - 1)
-    s = s.to(per_arc.dtype).masked_fill(~mask[..., None], 0.0)
+        return _arc_covariance(prepared, s, r).transpose(-2, -1)
+    per_arc = covariance_with_arcs_from(prepared, r)
+    s = s.to(per_arc.dtype).masked_fill(~prepared.factor.mask.unsqueeze(-1), 0.0)
     return torch.einsum("brhm,bhms->brs", per_arc, s)
 
 
@@ -241,42 +281,48 @@ def covariance_with_arcs(
     w.r.t. the scores (the covariance route of Druck & Smith, made cubic). Unlabeled
     scores only; differentiable w.r.t. ``scores`` and ``r``. Sentences without a tree
     get 0; those whose LU cancels (``factor.exact``) get double backward through
-    :func:`~objectives.mtt._eliminate`.
+    the subtraction-free elimination of :mod:`objectives.mtt`.
     """
-    lengths = torch.as_tensor(lengths, device=scores.device)
     if validate:
-        check_arguments(scores, lengths)
         _check_features(scores, r, "r")
-    out_dtype = _result_dtype(scores)
-    with _no_autocast(scores.device):
-        _, arcs, factor = _prepare(scores, lengths, multiroot, validate=False)
-        dtype, mask = factor.weights.dtype, factor.mask
+    prepared = _prepared(scores, lengths, multiroot, validate)
+    dtype = prepared.arcs.dtype
+    return covariance_with_arcs_from(prepared, r).to(dtype)
+
+
+def covariance_with_arcs_from(prepared: Prepared, r: Tensor) -> Tensor:
+    """:func:`covariance_with_arcs` of an unlabeled :class:`~objectives.mtt.Prepared` batch:
+    ``r`` ``(B, N+1, N+1, R)`` -> ``(B, R, N+1, N+1)`` in the compute dtype."""
+    _, arcs, factor = prepared
+    with no_autocast(arcs.device):
+        dtype, mask, multiroot = factor.weights.dtype, factor.mask, factor.multiroot
         r = r.to(dtype).masked_fill(~mask[..., None], 0.0).movedim(-1, 1)  # (B, R, N+1, N+1)
         if torch.is_grad_enabled() and arcs.requires_grad:
-            mu = _Marginals.apply(arcs, factor).to(dtype)
-            weights, inverse = _differentiable_inverse(arcs.to(dtype), mask, lengths, factor)
+            mu = log_partition_and_marginals_from(prepared, with_log_z=False)[1].to(dtype)
+            weights, inverse = _differentiable_inverse(arcs.to(dtype), factor)
         else:  # constants from the factorisation (0 on dead and exact sentences)
-            mu, weights, inverse = _marginals_from(factor), factor.weights, factor.inverse
-        lap_r = _laplacian(weights.unsqueeze(1) * r, None, multiroot)  # (B, R, N, N)
+            mu, weights, inverse = factor.marginals(), factor.weights, factor.inverse
+        lap_r = laplacian(weights.unsqueeze(1) * r, None, multiroot)  # (B, R, N, N)
         product = inverse.unsqueeze(1) @ lap_r @ inverse.unsqueeze(1)  # X L(w r_k) X
-        per_arc = mu.unsqueeze(1) * r - _weighted_adjoint(weights.unsqueeze(1), product.mT, multiroot)
+        per_arc = mu.unsqueeze(1) * r - weighted_adjoint(weights.unsqueeze(1), product.mT, multiroot)
         if factor.dead is not None:
             per_arc = per_arc.masked_fill(factor.dead[:, None, None, None], 0.0)
         if factor.exact is not None and r.shape[1]:  # (no features: nothing to replace)
             exact = factor.exact
             masked = arcs.to(dtype).masked_fill(~mask, float("-inf"))[exact]
-            per_arc = per_arc.index_put((exact,), _exact_derivatives(masked, factor.padding, multiroot, r[exact]))
-    return per_arc.to(out_dtype)
+            per_arc = per_arc.index_put((exact,), exact_derivatives(masked, factor.padding, multiroot, r[exact]))
+    return per_arc
 
 
-def _differentiable_inverse(arcs: Tensor, mask: Tensor, lengths: Tensor, factor: Factorisation):
+def _differentiable_inverse(arcs: Tensor, factor: Factorisation) -> tuple[Tensor, Tensor]:
     """Shifted weights and the Laplacian's inverse with autograd (the trace is scale-free,
     so any shift works); sentences without a tree or with a cancelling LU get the identity
     (their result is replaced)."""
-    masked = arcs.masked_fill(~mask, float("-inf"))
+    masked = arcs.masked_fill(~factor.mask, float("-inf"))
     shift = masked.detach().amax(dim=-2, keepdim=True).nan_to_num_(0.0, 0.0, 0.0)
     weights = torch.exp(masked - shift)
-    lap = laplacian(weights, lengths, factor.multiroot)
+    lap = laplacian(weights, None, factor.multiroot)
+    lap.diagonal(dim1=-2, dim2=-1).add_(~factor.mask[:, 0, 1:])  # padded words: no root arc
     unfactored = factor.unfactored()
     if unfactored is not None:
         eye = torch.eye(lap.shape[-1], dtype=lap.dtype, device=lap.device)

@@ -6,11 +6,17 @@ A :class:`Constraint` says how often a word of tag ``child`` should attach to a 
 is given, the child is on that side of its head. The model's rate is the expected number
 of such arcs in the batch over the number of ``child`` words in it,
 ``p_k = E[sum_e f_k(e)] / #child_k``, an estimate of ``p(parent | child)``; the loss
-penalises its distance to the target. Rules files are YAML (see
+penalises its distance to the target. Tags may be soft: ``batch.upos`` holds tag ids or
+tag probabilities (a tagger's output), and the counts are then expected counts. Rules files are YAML (see
 ``configs/rules/naseem_ud.yaml`` for the format). Targets come from the rules file or are
 estimated from gold trees (a small labeled sample) with :meth:`GeneralizedExpectation.fit_targets`;
 ``"tag_pairs"`` names the constraint set of every (parent, child, direction) tag triple, whose
 targets, estimated from a sample, give the whole head-tag distribution of each child tag.
+
+Memory. The expected count of every (parent tag, child tag, side) triple is a contraction
+of the arc marginals with the head's and the child's tag distributions,
+``sum_b sum_{h,m} mu[b,h,m] [side] P[b,h,p] P[b,m,c]``: O(B N^2 T) time and O(B N T + T^2)
+memory, whatever the number of constraints K (no ``(B, N+1, N+1, K)`` feature tensor).
 """
 
 from __future__ import annotations
@@ -22,28 +28,29 @@ from pathlib import Path
 from typing import Literal, NamedTuple
 
 import torch
+import torch.distributed as dist
 import yaml
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
 from ._common import full_precision
-from .expectations import covariance_with_arcs, expectation
-from .mtt import arc_mask
+from .conventions import UPOS_TAGS, word_mask
+from .expectations import covariance_with_arcs_from
+from .mtt import Prepared, log_partition_and_marginals_from, no_autocast, prepare
 from .objective import Objective, ObjectiveContext, Scores, TreeBatch
 
 __all__ = [
-    "UPOS_TAGS", "ROOT", "TAG_PAIRS", "Constraint", "load_constraints", "tag_pair_constraints", "estimate_targets",
+    "ROOT", "TAG_PAIRS", "MIN_COUNT", "Constraint", "load_constraints", "tag_pair_constraints", "estimate_targets",
     "GeneralizedExpectation",
 ]  # fmt: skip
 
-UPOS_TAGS = (
-    "ADJ", "ADP", "ADV", "AUX", "CCONJ", "DET", "INTJ", "NOUN", "NUM",
-    "PART", "PRON", "PROPN", "PUNCT", "SCONJ", "SYM", "VERB", "X",
-)  # fmt: skip
 ROOT = "root"
 TAG_PAIRS = "tag_pairs"  # the name of the constraint set built by tag_pair_constraints()
+MIN_COUNT = 10
+"""Default least number of words of a child tag in the labeled sample for a target to be
+estimated for its constraints (with fewer, the rate would be noise and the constraint is left out)."""
 _ROOT_ID = -1  # parent id of a root constraint: never a vocabulary index
-_DIRECTIONS = {None: 0, "left": -1, "right": 1}  # the sign of (child - head) a constraint asks for
+_SIDES = {None: 0, "left": 1, "right": 2}  # index into the (either, left, right) count tables
 _EPS = 1e-6  # rates and targets are clamped to [eps, 1 - eps] inside the Bernoulli KL
 log = logging.getLogger(__name__)
 NO_UPOS = (
@@ -57,12 +64,14 @@ class Constraint:
     """A target for ``p(parent | child)``: the share of ``child`` words headed by ``parent``.
 
     Attributes:
-        parent: a UD UPOS tag, or ``"root"`` for the artificial root.
-        child: a UD UPOS tag.
+        parent: a tag of the UPOS vocabulary, or ``"root"`` for the artificial root.
+        child: a tag of the UPOS vocabulary.
         target: the target rate in [0, 1], or ``None`` when it is to be estimated from a
             labeled sample.
         direction: ``"left"`` (the child precedes its head), ``"right"`` (it follows its
             head) or ``None`` (either side).
+
+    Tags are checked against the vocabulary the objective is set up with.
     """
 
     parent: str
@@ -71,11 +80,11 @@ class Constraint:
     direction: str | None = None
 
     def __post_init__(self) -> None:
-        if self.parent != ROOT and self.parent not in UPOS_TAGS:
+        if not isinstance(self.parent, str) or not self.parent:
             raise ValueError(f"parent must be a UPOS tag or {ROOT!r}, got {self.parent!r}")
-        if self.child not in UPOS_TAGS:
+        if not isinstance(self.child, str) or not self.child or self.child == ROOT:
             raise ValueError(f"child must be a UPOS tag, got {self.child!r}")
-        if self.direction not in _DIRECTIONS:
+        if self.direction not in _SIDES:
             raise ValueError(f"direction must be 'left', 'right' or None, got {self.direction!r}")
         if self.target is not None and not 0 <= self.target <= 1:
             raise ValueError(f"target must lie in [0, 1], got {self.target}")
@@ -89,26 +98,27 @@ def load_constraints(path: str | Path) -> list[Constraint]:
     return [Constraint(**rule) for rule in rules["constraints"]]
 
 
-def tag_pair_constraints() -> list[Constraint]:
-    """Every (parent, child, direction) triple of UD tags, root included, without targets.
+def tag_pair_constraints(tags: Sequence[str] = UPOS_TAGS) -> list[Constraint]:
+    """Every (parent, child, direction) triple of ``tags`` (default: the UD tags), root
+    included, without targets.
 
     With targets estimated from gold trees they state, for each child tag, the whole
     distribution of its head's tag and side (root heads are always on the left).
     """
-    constraints = [Constraint(ROOT, child) for child in UPOS_TAGS]
-    for child in UPOS_TAGS:
-        for parent in UPOS_TAGS:
+    constraints = [Constraint(ROOT, child) for child in tags]
+    for child in tags:
+        for parent in tags:
             constraints += [Constraint(parent, child, direction=side) for side in ("left", "right")]
     return constraints
 
 
 class _Ids(NamedTuple):
     """Constraints as ``(K,)`` long tensors: parent tag ids (``_ROOT_ID`` for root), child tag
-    ids, and the sign of (child - head) they ask for (0: either)."""
+    ids, and the side they ask for (``_SIDES``)."""
 
     parent: Tensor
     child: Tensor
-    direction: Tensor
+    side: Tensor
 
 
 def _compile(constraints: Sequence[Constraint], upos_vocab: Sequence[str], device: torch.device | None) -> _Ids:
@@ -116,33 +126,82 @@ def _compile(constraints: Sequence[Constraint], upos_vocab: Sequence[str], devic
     missing = {c.child for c in constraints} | {c.parent for c in constraints if c.parent != ROOT}
     missing -= index.keys()
     if missing:
-        raise ValueError(f"UPOS tags {sorted(missing)} of the constraints are not in the UPOS vocabulary {upos_vocab}")
+        raise ValueError(f"UPOS tags {sorted(missing)} of the constraints are not in the UPOS vocabulary {list(upos_vocab)}")
     parent = [_ROOT_ID if c.parent == ROOT else index[c.parent] for c in constraints]
     child = [index[c.child] for c in constraints]
-    direction = [_DIRECTIONS[c.direction] for c in constraints]
-    return _Ids(*(torch.tensor(ids, dtype=torch.long, device=device) for ids in (parent, child, direction)))
+    side = [_SIDES[c.direction] for c in constraints]
+    return _Ids(*(torch.tensor(ids, dtype=torch.long, device=device) for ids in (parent, child, side)))
 
 
-def _child_match(ids: _Ids, upos: Tensor, lengths: Tensor) -> Tensor:
-    """``[word m has tag child_k]``: ``(B, N+1)`` tags -> ``(B, N+1, K)`` bool (False off words)."""
-    words = arc_mask(lengths, upos.shape[1] - 1).any(1)
-    return (upos[..., None] == ids.child) & words[..., None]
+def tag_distributions(upos: Tensor, lengths: Tensor, num_tags: int, dtype: torch.dtype) -> Tensor:
+    """Each word's tag distribution ``(B, N+1, T)``, 0 at position 0 and on padding.
+
+    ``upos``: ``(B, N+1)`` long tag ids, or ``(B, N+1, T)`` float tag probabilities (soft
+    tags; detached: GE does not train the tagger).
+    """
+    if upos.is_floating_point():
+        if upos.shape[-1] != num_tags or upos.dim() != 3:
+            raise ValueError(f"soft UPOS tags must be (B, N+1, {num_tags}) probabilities, got {tuple(upos.shape)}")
+        probs = upos.detach().to(dtype)
+    else:
+        probs = torch.nn.functional.one_hot(upos, num_tags).to(dtype)
+    return probs * word_mask(lengths, upos.shape[1] - 1).unsqueeze(-1)
 
 
-def _fires(ids: _Ids, parent_tags: Tensor, child: Tensor, head: Tensor, position: Tensor) -> Tensor:
-    """``f_k`` on arcs head -> position: broadcastable ``(...)`` head tags and positions,
-    ``child`` ``(..., K)`` from :func:`_child_match` -> ``(..., K)`` bool."""
-    parent = torch.where(ids.parent == _ROOT_ID, (head == 0)[..., None], parent_tags[..., None] == ids.parent)
-    side = (ids.direction == 0) | (ids.direction == (position - head).sign()[..., None])
-    return parent & child & side
+@torch.no_grad()
+def _sides(n: int, device: torch.device) -> tuple[Tensor, Tensor]:
+    """``(N+1, N+1)`` bool masks over (h, m): the child left of its head, and right of it."""
+    positions = torch.arange(n + 1, device=device)
+    return positions[None, :] < positions[:, None], positions[None, :] > positions[:, None]
 
 
-def _gold_counts(ids: _Ids, heads: Tensor, upos: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor]:
+def _expected_counts(ids: _Ids, mu: Tensor, tags: Tensor) -> Tensor:
+    """``E[sum_e f_k(e)]`` summed over the batch: ``(K,)``, from arc marginals (or gold arc
+    indicators) ``mu`` ``(B, N+1, N+1)`` and tag distributions ``tags`` ``(B, N+1, T)``.
+
+    ``sum_{b,h,m} mu[b,h,m] [side(h, m)] P[b,h,p] P[b,m,c]`` for every tag pair and side,
+    then gathered per constraint; root constraints read ``sum_{b,m} mu[b,0,m] P[b,m,c]``
+    (a root arc is always on the right). Differentiable w.r.t. ``mu``.
+    """
+    left, right = _sides(mu.shape[-1] - 1, mu.device)
+    by_side = []
+    for side in (left, right):
+        heads = torch.bmm(mu * side, tags)  # (B, N+1, T): [b, h, c]
+        by_side.append(torch.einsum("bhp,bhc->pc", tags, heads))  # (T, T): position 0 has no tag
+    pairs = torch.stack([by_side[0] + by_side[1], *by_side])  # (3, T, T): either, left, right
+    root = torch.bmm(mu[:, :1], tags).sum((0, 1))  # (T,)
+    roots = torch.stack([root, torch.zeros_like(root), root])  # (3, T)
+    is_root = ids.parent == _ROOT_ID
+    return torch.where(is_root, roots[ids.side, ids.child], pairs[ids.side, ids.parent.clamp_min(0), ids.child])
+
+
+def _arc_weights(ids: _Ids, g: Tensor, tags: Tensor) -> Tensor:
+    """``r[b, h, m] = sum_k g_k f_k(h -> m)``: ``(K,)`` weights, ``(B, N+1, T)`` tags ->
+    ``(B, N+1, N+1)``, through ``(T, T)`` tables (never a per-constraint arc tensor)."""
+    num_tags = tags.shape[-1]
+    is_root = ids.parent == _ROOT_ID
+    table = g.new_zeros(3, num_tags, num_tags)
+    table.index_put_((ids.side, ids.parent.clamp_min(0), ids.child), torch.where(is_root, 0.0, g), accumulate=True)
+    root = g.new_zeros(3, num_tags).index_put_((ids.side, ids.child), torch.where(is_root, g, 0.0), accumulate=True)
+    left, right = _sides(tags.shape[1] - 1, tags.device)
+    r = torch.zeros(tags.shape[0], tags.shape[1], tags.shape[1], dtype=g.dtype, device=g.device)
+    for side, weights in ((left, table[0] + table[1]), (right, table[0] + table[2])):
+        r += (tags @ weights @ tags.mT) * side  # [b, h, m] = sum_{p,c} P[b,h,p] W[p,c] P[b,m,c]
+    r[:, 0] += tags @ (root[0] + root[2])  # root arcs are on the right
+    return r
+
+
+def _gold_arcs(heads: Tensor, lengths: Tensor, dtype: torch.dtype) -> Tensor:
+    """Gold trees as arc indicators ``(B, N+1, N+1)`` (``[b, heads[b, m], m] = 1`` for words)."""
+    words = word_mask(lengths, heads.shape[1] - 1)
+    arcs = torch.zeros(heads.shape + heads.shape[1:], dtype=dtype, device=heads.device)
+    return arcs.scatter_(1, heads.unsqueeze(1), words.unsqueeze(1).to(dtype))
+
+
+def _gold_counts(ids: _Ids, heads: Tensor, upos: Tensor, lengths: Tensor, num_tags: int) -> tuple[Tensor, Tensor]:
     """Per constraint, the number of gold arcs firing it and of child words: two ``(K,)`` float64."""
-    child = _child_match(ids, upos, lengths)
-    position = torch.arange(upos.shape[1], device=upos.device)
-    fires = _fires(ids, upos.gather(1, heads), child, heads, position)
-    return fires.sum((0, 1)).double(), child.sum((0, 1)).double()
+    tags = tag_distributions(upos, lengths, num_tags, torch.float64)
+    return _expected_counts(ids, _gold_arcs(heads, lengths, torch.float64), tags), tags.sum((0, 1))[ids.child]
 
 
 def _rates(fires: Tensor, counts: Tensor, min_count: int) -> Tensor:
@@ -155,32 +214,32 @@ def estimate_targets(
     upos: Tensor,
     lengths: Tensor,
     upos_vocab: Sequence[str],
-    min_count: int = 1,
+    min_count: int = MIN_COUNT,
 ) -> Tensor:
     """Each constraint's rate in gold trees: ``(K,)`` float64, NaN where the child tag has
     fewer than ``min_count`` words (too few to estimate a rate).
 
-    Args: ``heads``, ``upos`` ``(B, N+1)`` long (``upos`` indexes ``upos_vocab``), ``lengths`` ``(B,)``.
+    Args: ``heads`` ``(B, N+1)`` long, ``upos`` ``(B, N+1)`` ids into ``upos_vocab`` (or
+    ``(B, N+1, T)`` tag probabilities), ``lengths`` ``(B,)``.
     """
     ids = _compile(constraints, upos_vocab, upos.device)
-    return _rates(*_gold_counts(ids, heads, upos, lengths), min_count)
+    return _rates(*_gold_counts(ids, heads, upos, lengths, len(upos_vocab)), min_count)
 
 
 class _CovarianceGradient(torch.autograd.Function):
-    """Returns a precomputed penalty; its gradient w.r.t. the arc scores is ``Cov(r, 1_e)`` (T2, R = 1)."""
+    """Returns a precomputed penalty; its gradient w.r.t. the arc scores is
+    ``scale * Cov(r, 1_e)`` (T2, R = 1), from the forward's factorisation."""
 
     @staticmethod
-    def forward(ctx, arcs: Tensor, value: Tensor, r: Tensor, lengths: Tensor, multiroot: bool) -> Tensor:
-        ctx.save_for_backward(arcs, r, lengths)
-        ctx.multiroot = multiroot
+    def forward(ctx, arcs: Tensor, value: Tensor, prepared: Prepared, r: Tensor, scale: float) -> Tensor:
+        ctx.prepared, ctx.r, ctx.scale = prepared, r, scale
         return value.clone()
 
     @staticmethod
     @once_differentiable
     def backward(ctx, grad: Tensor):
-        arcs, r, lengths = ctx.saved_tensors
-        per_arc = covariance_with_arcs(arcs, lengths, r, ctx.multiroot, validate=False)[:, 0]
-        return grad * per_arc, None, None, None, None
+        per_arc = covariance_with_arcs_from(ctx.prepared, ctx.r.unsqueeze(-1))[:, 0]
+        return (grad * ctx.scale * per_arc).to(ctx.prepared.arcs.dtype), None, None, None, None
 
 
 class GeneralizedExpectation(Objective):
@@ -197,22 +256,29 @@ class GeneralizedExpectation(Objective):
     Gradient routes (equal up to rounding): ``"reverse"`` differentiates through the T1
     expectation (autograd, O(N^3)). ``"t2"`` computes the rates without a graph and gives
     the arc scores the gradient ``Cov(r, 1_e)`` with ``r = sum_k dPenalty/dp_k f_k / #child_k``
-    (:func:`~objectives.expectations.covariance_with_arcs`, R = 1), the covariance view of
-    Druck & Smith (2009).
+    (R = 1, the covariance view of Druck & Smith 2009), from the same factorisation.
+
+    :meth:`setup` gives the tree set, the UPOS vocabulary of ``batch.upos`` (constraint tags
+    are checked against it), the labeled sample (``targets_from="labeled"``) and the
+    process group. Distributed training: the batch counts (expected arcs per constraint,
+    child words per tag) are summed over the processes of ``context.process_group`` (or
+    the default group when ``torch.distributed`` runs with more than one process) before
+    the penalty, so every process gets the penalty of the whole global batch. The all-reduce
+    is differentiable; its backward sums the (equal) gradients of all processes, so each
+    process's score gradient is ``world_size`` times the single-process gradient of the
+    global-batch penalty w.r.t. its own scores, and DDP's averaging over processes gives
+    parameter gradients equal to those of one process on the global batch.
 
     Args:
         constraints: :class:`Constraint` objects (or their fields as dicts), the path of
             a YAML rules file, or ``"tag_pairs"`` (:func:`tag_pair_constraints`).
         penalty: ``"squared"`` or ``"kl"``.
         gradient: ``"reverse"`` or ``"t2"``.
-        upos_vocab: the UPOS vocabulary (index -> tag) of ``batch.upos``; else call
-            :meth:`bind` before the first batch.
-        multiroot: multi-root trees instead of single-root ones.
         targets_from: ``"rules"`` (the constraints' own targets) or ``"labeled"``: estimated
             by :meth:`fit_targets` from the gold trees of the labeled training sentences
-            (the parser does it when training starts); rule targets are then ignored.
+            (in :meth:`setup`, when training starts); rule targets are then ignored.
         min_count: with ``"labeled"``, a constraint whose child tag has fewer words than
-            this in the labeled sample is left out (its rate would be noise).
+            this in the labeled sample is left out (default :data:`MIN_COUNT`).
         weighting: ``"uniform"`` (every constraint alike) or ``"count"`` (by child tag count).
     """
 
@@ -223,10 +289,8 @@ class GeneralizedExpectation(Objective):
         constraints: str | Path | Sequence[Constraint | dict],
         penalty: Literal["squared", "kl"] = "squared",
         gradient: Literal["reverse", "t2"] = "reverse",
-        upos_vocab: Sequence[str] | None = None,
-        multiroot: bool = False,
         targets_from: Literal["rules", "labeled"] = "rules",
-        min_count: int = 10,
+        min_count: int = MIN_COUNT,
         weighting: Literal["uniform", "count"] = "uniform",
     ) -> None:
         super().__init__()
@@ -250,46 +314,47 @@ class GeneralizedExpectation(Objective):
         self.penalty = penalty
         self.weighting = weighting
         self.gradient = gradient
-        self.multiroot = multiroot
         self.targets_from = targets_from
         self.min_count = min_count
+        self.num_tags = 0
+        self.process_group = None
         # NaN: no target yet (estimated by fit_targets) or too few words to estimate one
         rule_targets = [c.target if targets_from == "rules" else torch.nan for c in self.constraints]
         self.register_buffer("targets", torch.tensor(rule_targets), persistent=False)
-        for name in ("parent_ids", "child_ids", "directions", "tagged_ids"):
+        for name in ("parent_ids", "child_ids", "sides", "tagged_ids"):
             self.register_buffer(name, None, persistent=False)
         self._upos_checked = False
-        if upos_vocab is not None:
-            self.bind(upos_vocab)
-
-    def bind(self, upos_vocab: Sequence[str]) -> None:
-        """Map the constraints' tags to the indices of ``upos_vocab`` (index -> tag)."""
-        device = self.targets.device
-        self.parent_ids, self.child_ids, self.directions = _compile(self.constraints, upos_vocab, device)
-        tagged = [i for i, tag in enumerate(upos_vocab) if tag in UPOS_TAGS]
-        self.tagged_ids = torch.tensor(tagged, dtype=torch.long, device=device)
 
     def setup(self, context: ObjectiveContext) -> None:
-        """Bind the context's UPOS vocabulary; with ``targets_from="labeled"`` and a labeled
-        sample (``fit``), estimate the targets from its gold trees."""
+        """Take the tree set, the process group and the UPOS vocabulary (index -> tag) of
+        ``batch.upos``; with ``targets_from="labeled"`` and a labeled sample (``fit``),
+        estimate the targets from its gold trees."""
         super().setup(context)
-        self.bind(context.tags)
+        self.process_group = context.process_group
+        device = self.targets.device
+        self.parent_ids, self.child_ids, self.sides = _compile(self.constraints, context.tags, device)
+        tagged = [i for i, tag in enumerate(context.tags) if tag in UPOS_TAGS]
+        self.tagged_ids = torch.tensor(tagged, dtype=torch.long, device=device)
+        self.num_tags = len(context.tags)
         if self.targets_from == "labeled" and context.stage == "fit":
             if context.labeled_batches is None:
                 raise RuntimeError("GE with targets_from='labeled' estimates its targets from labeled sentences, but none were given")
             targets = self.fit_targets(context.labeled_batches())
             log.info("GE targets from the labeled sample: %d of %d constraints kept", int(targets.isfinite().sum()), len(targets))
 
+    def _ids(self) -> _Ids:
+        if self.parent_ids is None:
+            raise RuntimeError("GeneralizedExpectation has no UPOS vocabulary: call setup() with the model's context")
+        return _Ids(self.parent_ids, self.child_ids, self.sides)
+
     def fit_targets(self, batches: Iterable[TreeBatch]) -> Tensor:
         """Set the targets to the constraints' rates in the gold trees of ``batches`` (a
         labeled sample, in batches to bound memory); returns them, ``(K,)`` float64, NaN for
         the constraints left out (see ``min_count``)."""
-        if self.parent_ids is None:
-            raise RuntimeError("GeneralizedExpectation has no UPOS vocabulary: give upos_vocab or call bind()")
-        ids = _Ids(self.parent_ids, self.child_ids, self.directions)
+        ids = self._ids()
         fires = counts = 0
         for batch in batches:
-            batch_fires, batch_counts = _gold_counts(ids, batch.heads, batch.upos, batch.lengths)
+            batch_fires, batch_counts = _gold_counts(ids, batch.heads, batch.upos, batch.lengths, self.num_tags)
             fires, counts = fires + batch_fires, counts + batch_counts
         targets = _rates(torch.as_tensor(fires), torch.as_tensor(counts), self.min_count)
         if targets.isnan().all():
@@ -298,24 +363,54 @@ class GeneralizedExpectation(Objective):
         return targets
 
     def forward(self, scores: Scores, batch: TreeBatch, teacher: Scores | None = None) -> Tensor:
-        """Scalar penalty for ``scores.arcs`` ``(B, N+1, N+1)`` and ``batch.upos`` ``(B, N+1)``."""
-        self._check_upos(batch)
-        ids = _Ids(self.parent_ids, self.child_ids, self.directions)
+        """Scalar penalty for ``scores.arcs`` ``(B, N+1, N+1)`` and ``batch.upos`` (``(B, N+1)``
+        ids or ``(B, N+1, T)`` probabilities)."""
+        ids = self._ids()
+        if batch.upos is None:
+            raise ValueError(NO_UPOS)
         arcs = full_precision(scores.arcs)
-        child = _child_match(ids, batch.upos, batch.lengths)  # (B, N+1, K)
-        position = torch.arange(arcs.shape[-1], device=arcs.device)
-        upos = batch.upos[:, :, None]  # tag of the head h, broadcast over m
-        features = _fires(ids, upos, child[:, None], position[:, None], position).to(arcs.dtype)  # (B, N+1, N+1, K)
-        counts = child.sum((0, 1))
-        valid, normaliser = (counts > 0) & self.targets.isfinite(), counts.clamp_min(1)
-        weights = self._weights(counts.to(arcs.dtype), valid)
-        with torch.set_grad_enabled(torch.is_grad_enabled() and self.gradient == "reverse"):
-            rates = expectation(arcs, batch.lengths, features, self.multiroot).sum(0) / normaliser
-        if self.gradient == "reverse":
-            return self._penalty(rates, weights)
-        slope, value = torch.func.grad_and_value(self._penalty)(rates, weights)
-        r = (features * (slope / normaliser)).sum(-1, keepdim=True)  # (B, N+1, N+1, 1); no matmul: autocast
-        return _CovarianceGradient.apply(arcs, value, r, batch.lengths, self.multiroot)
+        with no_autocast(arcs.device):
+            prepared = prepare(arcs, batch.lengths, self.multiroot, validate=False)
+            dtype = prepared.factor.weights.dtype
+            tags = tag_distributions(batch.upos, batch.lengths, self.num_tags, dtype)
+            self._check_tags(tags)
+            group = self._group()
+            if self.gradient == "reverse":
+                mu = log_partition_and_marginals_from(prepared, with_log_z=False)[1].to(dtype)
+                expected, counts = self._sum(group, _expected_counts(ids, mu, tags), tags.sum((0, 1))[ids.child])
+                return self._loss(expected, counts).to(arcs.dtype)
+            expected, counts = _expected_counts(ids, prepared.factor.marginals(), tags), tags.sum((0, 1))[ids.child]
+            if group is not None:
+                stats = torch.cat([expected, counts])
+                dist.all_reduce(stats, group=group)
+                expected, counts = stats.split(len(expected))
+            slope, value = torch.func.grad_and_value(self._loss)(expected, counts)
+            r = _arc_weights(ids, slope, tags)  # (B, N+1, N+1): sum_k dPenalty/dE_k f_k
+            scale = 1 if group is None else dist.get_world_size(group)  # as the reverse route (see above)
+            return _CovarianceGradient.apply(arcs, value.to(arcs.dtype), prepared, r, scale)
+
+    def _group(self):
+        """The process group to sum batch counts over, or None for one process."""
+        if self.process_group is not None:
+            return self.process_group
+        if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+            return dist.group.WORLD
+        return None
+
+    @staticmethod
+    def _sum(group, expected: Tensor, counts: Tensor) -> tuple[Tensor, Tensor]:
+        """Both ``(K,)`` summed over the processes of ``group`` (differentiably), or as given."""
+        if group is None:
+            return expected, counts
+        from torch.distributed.nn.functional import all_reduce
+
+        return all_reduce(torch.cat([expected, counts]), group=group).split(len(expected))
+
+    def _loss(self, expected: Tensor, counts: Tensor) -> Tensor:
+        """The penalty from the batch's expected counts and child counts, both ``(K,)``."""
+        valid = (counts > 0) & self.targets.isfinite()
+        rates = expected / torch.where(valid, counts, 1.0)
+        return self._penalty(rates, self._weights(counts, valid))
 
     def _weights(self, counts: Tensor, valid: Tensor) -> Tensor:
         """Each constraint's weight ``(K,)`` from its child tag's batch count ``(K,)``; 0 where not ``valid``."""
@@ -334,15 +429,11 @@ class GeneralizedExpectation(Objective):
             terms = targets * (targets / rates).log() + (1 - targets) * ((1 - targets) / (1 - rates)).log()
         return torch.where(weights > 0, weights * terms, 0.0).sum()
 
-    def _check_upos(self, batch: TreeBatch) -> None:
-        """Raise when unbound, without targets or the batch is untagged (checked on the first
+    def _check_tags(self, tags: Tensor) -> None:
+        """Raise when the batch is untagged or there are no targets (checked on the first
         batch only: a host sync)."""
-        if self.parent_ids is None:
-            raise RuntimeError("GeneralizedExpectation has no UPOS vocabulary: give upos_vocab or call bind()")
-        if batch.upos is None:
-            raise ValueError(NO_UPOS)
         if not self._upos_checked:
-            if not bool(torch.isin(batch.upos, self.tagged_ids).any()):
+            if not bool(tags[..., self.tagged_ids].sum() > 0):
                 raise ValueError(NO_UPOS)
             if bool(self.targets.isnan().all()):
                 raise RuntimeError("GeneralizedExpectation has no targets: call fit_targets() on a labeled sample")

@@ -5,7 +5,8 @@ from __future__ import annotations
 import torch.nn.functional as F
 from torch import Tensor
 
-from ._common import IGNORE_INDEX, full_precision, gold_label_logits
+from ._common import full_precision, gold_label_logits
+from .conventions import IGNORE_INDEX
 from .distribution import TreeCRF
 from .objective import Objective, Scores, TreeBatch
 
@@ -31,16 +32,14 @@ class Likelihood(Objective):
         label_weight: weight of the label term.
         labeled_mtt: normalise labels globally with the arcs (labeled MTT) instead of
             locally (biaffine arc NLL + label cross-entropy).
-        multiroot: multi-root trees instead of single-root ones.
     """
 
     needs_gold = True
 
-    def __init__(self, label_weight: float = 1.0, labeled_mtt: bool = False, multiroot: bool = False) -> None:
+    def __init__(self, label_weight: float = 1.0, labeled_mtt: bool = False) -> None:
         super().__init__()
         self.label_weight = label_weight
         self.labeled_mtt = labeled_mtt
-        self.multiroot = multiroot
 
     def forward(self, scores: Scores, batch: TreeBatch, teacher: Scores | None = None) -> Tensor:
         """Scalar loss for ``scores.arcs`` ``(B, N+1, N+1)``, ``scores.labels`` ``(B, N+1, N+1, L)``."""
@@ -50,7 +49,7 @@ class Likelihood(Objective):
             if not labeled:
                 raise ValueError("labeled_mtt needs label scores and gold labels")
             arcs = arcs + full_precision(scores.labels).logsumexp(-1)
-        nll = -TreeCRF(arcs, batch.lengths, self.multiroot).log_prob(batch.heads).sum()
+        nll = -TreeCRF(arcs, batch.lengths, self.multiroot, validate_args=False).log_prob(batch.heads).sum()
         if labeled:
             logits = full_precision(gold_label_logits(scores.labels, batch.heads))
             label_nll = F.cross_entropy(

@@ -43,20 +43,31 @@ import functools
 import math
 import warnings
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
+from .conventions import arc_mask, word_mask
+
 __all__ = [
-    "arc_mask",
-    "laplacian",
-    "laplacian_adjoint",
     "log_partition",
     "marginals",
     "log_partition_and_marginals",
+    "laplacian",
     "check_arguments",
     "NoSpanningTreeWarning",
+    # the engine's interface inside the package (expectations, distribution, ge)
+    "Factorisation",
+    "Prepared",
+    "prepare",
+    "factorise",
+    "log_partition_and_marginals_from",
+    "weighted_adjoint",
+    "exact_derivatives",
+    "sum_labels",
+    "no_autocast",
 ]
 
 
@@ -67,37 +78,15 @@ class NoSpanningTreeWarning(RuntimeWarning):
     """Raised (as a warning) when a sentence's graph has no spanning tree: ``log Z = -inf``."""
 
 
-def _compute_dtype(dtype: torch.dtype, device: torch.device) -> torch.dtype:
+def _compute_dtype(device: torch.device) -> torch.dtype:
     """float64 everywhere it exists (MPS has none: float32 there)."""
     return torch.float32 if device.type == "mps" else torch.float64
 
 
-@functools.lru_cache(maxsize=256)
-def _constants(n: int, device: torch.device) -> tuple[Tensor, Tensor]:
-    """Cached per (N, device), never written to: positions ``(N+1,)`` and the ``(N+1, N+1)``
-    mask of h != m and m != 0."""
-    positions = torch.arange(n + 1, device=device)
-    static = ~torch.eye(n + 1, dtype=torch.bool, device=device)
-    static[:, 0] = False
-    return positions, static
-
-
-@functools.lru_cache(maxsize=256)
+@functools.lru_cache(maxsize=64)
 def _eye(n: int, dtype: torch.dtype, device: torch.device) -> Tensor:
     """A cached ``(N, N)`` identity (never written to)."""
     return torch.eye(n, dtype=dtype, device=device)
-
-
-def _masks(lengths: Tensor, n: int) -> tuple[Tensor, Tensor]:
-    """``(arc mask (B, N+1, N+1), inside (B, N+1))``; ``inside[b, i]`` is ``i <= lengths[b]``."""
-    positions, static = _constants(n, lengths.device)
-    inside = positions <= lengths.unsqueeze(-1)
-    return torch.logical_and(static, inside.unsqueeze(-1)).logical_and_(inside.unsqueeze(-2)), inside
-
-
-def arc_mask(lengths: Tensor, n: int) -> Tensor:
-    """Possible arcs: ``(B, N+1, N+1)`` bool, h in 0..len, m in 1..len, h != m."""
-    return _masks(lengths, n)[0]
 
 
 def _check_shapes(scores: Tensor, lengths: Tensor, name: str) -> None:
@@ -118,12 +107,12 @@ def _check_shapes(scores: Tensor, lengths: Tensor, name: str) -> None:
         raise ValueError(f"lengths must lie in 1..{rows - 1} (N), got {lengths.tolist()}")
 
 
-def _check_values(filled: Tensor, name: str) -> None:
-    """``filled``: scores with non-arcs set to 0. NaN or +inf on an arc raises (one host sync:
-    ``amax`` propagates NaN, and is +inf only if some arc is)."""
-    if filled.numel() == 0:
+def _check_values(column_max: Tensor, name: str) -> None:
+    """``column_max``: the largest score into each word (over possible arcs). NaN or +inf on
+    an arc raises (one host sync: ``amax`` propagates NaN, and is +inf only if some arc is)."""
+    if column_max.numel() == 0:
         return
-    top = float(filled.detach().amax())
+    top = float(column_max.amax())
     if top != top:
         raise ValueError(f"{name} holds NaN on possible arcs")
     if top == float("inf"):
@@ -134,17 +123,17 @@ def check_arguments(scores: Tensor, lengths: Tensor, name: str = "scores") -> No
     """Raise ``ValueError`` naming the argument when shapes, lengths or scores are invalid."""
     _check_shapes(scores, lengths, name)
     mask = arc_mask(lengths, scores.shape[1] - 1)
-    if scores.dim() == 4:
-        mask = mask.unsqueeze(-1)
-    _check_values(scores.masked_fill(~mask, 0.0), name)
+    filled = scores.detach().masked_fill(~(mask.unsqueeze(-1) if scores.dim() == 4 else mask), float("-inf"))
+    _check_values(filled.amax(1), name)
 
 
-def laplacian(weights: Tensor, lengths: Tensor, multiroot: bool = False) -> Tensor:
+def laplacian(weights: Tensor, lengths: Tensor | None, multiroot: bool = False) -> Tensor:
     """The (linear) Laplacian construction applied to an arc array.
 
     Args:
         weights: ``(..., N+1, N+1)`` arc weights, zero on non-arcs and padding.
-        lengths: ``(B,)``; the leading dimension of ``weights`` broadcasts against it.
+        lengths: ``(B,)``; the leading dimension of ``weights`` broadcasts against it
+            (``None``: no padding).
     Returns:
         ``(..., N, N)``. Multi-root: Tutte's ``diag(rho + colsum A) - A``. Single-root: the
         root-weighted Laplacian of Koo et al. (2007), row 0 replaced by the root weights.
@@ -153,19 +142,19 @@ def laplacian(weights: Tensor, lengths: Tensor, multiroot: bool = False) -> Tens
     """
     padding = None
     if lengths is not None:
-        n = weights.shape[-1] - 1
-        padding = torch.arange(1, n + 1, device=lengths.device)[None, :] > lengths[:, None]
+        padding = ~word_mask(lengths, weights.shape[-1] - 1)[:, 1:]
         padding = padding.view(padding.shape[:1] + (1,) * (weights.dim() - 3) + padding.shape[1:])
     return _laplacian(weights, padding, multiroot)
 
 
-def _laplacian(weights: Tensor, padding: Tensor | None, multiroot: bool) -> Tensor:
-    """:func:`laplacian` with the padding given as a ``(B, N)`` (broadcastable) 0/1 tensor or None.
+def _laplacian(weights: Tensor, padding: Tensor | None, multiroot: bool, into: Tensor | None = None) -> Tensor:
+    """:func:`laplacian` with the padding as a ``(B, N)`` (broadcastable) bool tensor or None,
+    and optionally the column sums of the word arcs ``into`` ``(..., N)`` already computed.
 
     The diagonal of ``weights`` must be zero (it always is: it is no arc).
     """
     root, arcs = weights[..., 0, 1:], weights[..., 1:, 1:]
-    diagonal = arcs.sum(-2)
+    diagonal = arcs.sum(-2) if into is None else into
     if multiroot:
         diagonal = diagonal + root
     if padding is not None:
@@ -177,17 +166,9 @@ def _laplacian(weights: Tensor, padding: Tensor | None, multiroot: bool) -> Tens
     return lap
 
 
-def laplacian_adjoint(matrix: Tensor, multiroot: bool = False) -> Tensor:
-    """Adjoint of :func:`laplacian` under the Frobenius inner product.
-
-    ``<laplacian(x), M> == <x, laplacian_adjoint(M)>`` on arcs. Args: ``matrix`` ``(..., N, N)``.
-    Returns ``(..., N+1, N+1)`` (column 0 and the diagonal hold values that callers mask).
-    """
-    return _pad(_adjoint_columns(matrix, multiroot), (1, 0))
-
-
 def _adjoint_columns(matrix: Tensor, multiroot: bool) -> Tensor:
-    """Columns 1..N of :func:`laplacian_adjoint`: ``(..., N+1, N)``.
+    """Columns 1..N of the adjoint of :func:`laplacian` (``<L(x), M> = <x, L*(M)>`` on
+    arcs) applied to ``matrix`` ``(..., N, N)``: ``(..., N+1, N)``.
 
     Multi-root: row 0 (root arcs) is ``diag(M)`` and row h is ``diag(M) - M[h-1]``.
     Single-root: row 0 is ``M[0]`` (the replaced row), row 1 is ``diag(M)`` with its first
@@ -195,37 +176,76 @@ def _adjoint_columns(matrix: Tensor, multiroot: bool) -> Tensor:
     """
     diagonal = matrix.diagonal(dim1=-2, dim2=-1).unsqueeze(-2)  # (..., 1, N)
     if multiroot:
-        return torch.cat([diagonal, diagonal - matrix], dim=-2)
+        return diagonal - _pad(matrix, (0, 0, 1, 0))
     diagonal = _pad(diagonal[..., 1:], (1, 0))  # word 1's diagonal entry is its root weight
-    return torch.cat([matrix[..., :1, :], diagonal, diagonal - matrix[..., 1:, :]], dim=-2)
+    columns = diagonal - _pad(matrix[..., 1:, :], (0, 0, 2, 0))
+    columns[..., 0, :] = matrix[..., 0, :]
+    return columns
 
 
-def _weighted_adjoint(weights: Tensor, matrix: Tensor, multiroot: bool) -> Tensor:
-    """``weights * laplacian_adjoint(matrix)`` (column 0 exactly 0): ``(..., N+1, N+1)``."""
+def weighted_adjoint(weights: Tensor, matrix: Tensor, multiroot: bool) -> Tensor:
+    """``weights * L*(matrix)``: ``(..., N+1, N+1)`` weights, ``(..., N, N)`` matrix ->
+    ``(..., N+1, N+1)``, column 0 exactly 0. ``L*`` is the adjoint of :func:`laplacian`."""
     return _pad(weights[..., 1:] * _adjoint_columns(matrix, multiroot), (1, 0))
 
 
 @dataclass
 class Factorisation:
-    """Everything the closed-form gradients need, computed once without autograd.
+    """One LU factorisation of a batch's Laplacian and everything read from it (no autograd).
 
-    Attributes: ``weights`` ``(B, N+1, N+1)`` shifted arc weights, ``inverse`` ``(B, N, N)``
-    the Laplacian's inverse (both 0 on ``dead`` and ``exact`` sentences), ``log_partition``
-    ``(B,)``. ``marginals`` is filled on first use by :func:`_marginals_from` and shared by
-    every reader. ``exact`` sentences (a tree, but an LU that cancels) take ``log Z`` from
-    :func:`_eliminate`, and marginals and their VJPs from autograd through it.
+    Attributes:
+        weights: ``(B, N+1, N+1)`` shifted arc weights ``exp(scores - column max)``, 0 off arcs.
+        inverse: ``(B, N, N)`` the Laplacian's inverse ``X``.
+        log_partition: ``(B,)``.
+        multiroot: the tree set.
+        mask: ``(B, N+1, N+1)`` bool arc mask.
+        scores: ``(B, N+1, N+1)`` compute-dtype scores, ``-inf`` off arcs.
+        dead: ``(B,)`` bool, sentences without a tree, or None if there are none.
+        exact: ``(F,)`` long, sentences with a tree whose LU cancels, or None; their ``log Z``
+            comes from :func:`_eliminate` and their marginals and VJPs from autograd through it.
+        padding: ``(F, N)`` bool, the padded words of the ``exact`` sentences.
+
+    ``weights`` and ``inverse`` are 0 on ``dead`` and ``exact`` sentences. :meth:`marginals`
+    is computed on first use and shared by every reader.
     """
 
     weights: Tensor
     inverse: Tensor
     log_partition: Tensor
     multiroot: bool
-    marginals: Tensor | None = None
-    dead: Tensor | None = None  # (B,) bool: sentences without a tree, or None if there are none
-    mask: Tensor | None = None  # (B, N+1, N+1) bool arc mask, when the caller had it
-    scores: Tensor | None = None  # (B, N+1, N+1) compute-dtype scores, -inf off arcs
-    exact: Tensor | None = None  # (F,) long: the sentences done by _eliminate that have a tree, or None
-    padding: Tensor | None = None  # (F, N) bool: the padded words of the ``exact`` sentences
+    mask: Tensor
+    scores: Tensor
+    dead: Tensor | None = None
+    exact: Tensor | None = None
+    padding: Tensor | None = None
+    _marginals: Tensor | None = None
+
+    def marginals(self) -> Tensor:
+        """``mu = w * L*(X^T)``: ``(B, N+1, N+1)`` in the compute dtype, computed once."""
+        if self._marginals is None:
+            mu = weighted_adjoint(self.weights, self.inverse.mT, self.multiroot)
+            if self.exact is not None:
+                mu[self.exact] = exact_derivatives(self.scores[self.exact], self.padding, self.multiroot)
+            self._marginals = mu
+        return self._marginals
+
+    def marginal_vjp(self, grad: Tensor, mu_grad: Tensor | None = None) -> Tensor:
+        """Vector-Jacobian product of the marginals: ``sum_e grad_e d mu_e / d scores``.
+
+        This is ``Cov(sum_e grad_e 1_e, 1_e')`` for every arc e' (T2 with R = 1):
+        ``mu * grad - w * L*((X L(w * grad) X)^T)``; O(N^3). ``grad`` ``(B, N+1, N+1)`` in
+        the compute dtype, finite; ``mu_grad`` is ``mu * grad`` if the caller has it.
+        """
+        inverse, weights, multiroot = self.inverse, self.weights, self.multiroot
+        if mu_grad is None:
+            mu_grad = self.marginals() * grad
+        product = inverse @ _laplacian(weights * grad, None, multiroot) @ inverse
+        columns = torch.addcmul(mu_grad[..., 1:], weights[..., 1:], _adjoint_columns(product.mT, multiroot), value=-1)
+        vjp = _pad(columns, (1, 0))
+        if self.exact is not None:  # double backward through _eliminate
+            scores, direction = self.scores[self.exact], grad[self.exact].unsqueeze(1)
+            vjp[self.exact] = exact_derivatives(scores, self.padding, multiroot, direction).squeeze(1)
+        return vjp
 
     def unfactored(self) -> Tensor | None:
         """``(B,)`` bool: ``dead`` or ``exact`` sentences (weights and inverse 0), or None if none."""
@@ -237,39 +257,72 @@ class Factorisation:
 
 def factorise(scores: Tensor, lengths: Tensor, multiroot: bool = False) -> Factorisation:
     """Shift, exponentiate and LU-factorise the Laplacian of unlabeled ``scores`` (no grad)."""
-    with torch.no_grad():
-        scores = scores.detach().to(_compute_dtype(scores.dtype, scores.device))
-        mask, inside = _masks(lengths, scores.shape[-1] - 1)
-        return _factorise(scores.masked_fill(~mask, float("-inf")), inside, multiroot, stacklevel=3)
+    return prepare(scores.detach(), lengths, multiroot, validate=False).factor
 
 
-def _factorise(masked: Tensor, inside: Tensor, multiroot: bool, stacklevel: int = 4) -> Factorisation:
-    """:func:`factorise` of compute-dtype scores already ``-inf`` on every non-arc (no grad).
+class Prepared(NamedTuple):
+    """Scores ready for the engine, from :func:`prepare`.
 
-    ``inside`` ``(B, N+1)``: position i is 0 or a word (``i <= lengths``).
+    ``filled``: the scores in float32/64, labeled ones ``(B, N+1, N+1, L)`` with 0 on
+    non-arcs and on arcs that allow no label (unlabeled ones as given); ``arcs``: the
+    unlabeled ``(B, N+1, N+1)`` scores the autograd Functions differentiate (their
+    gradients are exactly 0 off the arcs, whatever the padding holds); ``factor``: the
+    :class:`Factorisation` of ``arcs``.
     """
+
+    filled: Tensor
+    arcs: Tensor
+    factor: Factorisation
+
+
+def prepare(scores: Tensor, lengths: Tensor, multiroot: bool = False, validate: bool = True) -> Prepared:
+    """Validate (shapes, lengths, NaN/+inf on arcs: host syncs) if asked, mask and factorise
+    once. Call with autocast off (:func:`no_autocast`)."""
+    lengths = torch.as_tensor(lengths, device=scores.device)
+    if validate:
+        _check_shapes(scores, lengths, "scores")
+    if scores.dtype not in (torch.float32, torch.float64):
+        scores = scores.float()
+    mask = arc_mask(lengths, scores.shape[1] - 1)
+    nonarc = ~mask
+    if scores.dim() == 4:
+        # padding may hold NaN: keep it out of autograd (and out of the label softmax)
+        filled, arcs = sum_labels(scores.masked_fill(nonarc.unsqueeze(-1), 0.0))
+    else:
+        filled = arcs = scores
+    # detached: no graph is recorded, so no no_grad() context is needed
+    masked = arcs.detach().to(_compute_dtype(arcs.device)).masked_fill(nonarc, float("-inf"))
+    return Prepared(filled, arcs, _factorise(masked, mask, lengths, multiroot, validate))
+
+
+def _factorise(masked: Tensor, mask: Tensor, lengths: Tensor, multiroot: bool, validate: bool) -> Factorisation:
+    """:func:`factorise` of compute-dtype scores already ``-inf`` on every non-arc (no grad)."""
     n = masked.shape[-1] - 1
-    shift = masked.amax(dim=-2, keepdim=True).nan_to_num_(0.0, 0.0, 0.0)  # (B, 1, N+1): per word
-    weights = torch.exp(masked - shift)
-    lap = _laplacian(weights, ~inside[:, 1:], multiroot)
+    shift = masked.amax(dim=-2, keepdim=True)  # (B, 1, N+1): per word
+    if validate:
+        _check_values(shift, "scores")
+    shift = shift.nan_to_num_(0.0, 0.0, 0.0)
+    weights = masked.sub(shift).exp_()
+    padding = ~word_mask(lengths, n)[:, 1:]
+    into = weights[:, 1:, 1:].sum(-2)  # (B, N): weight into each word from words
+    lap = _laplacian(weights, padding, multiroot, into)
     lu, pivots, _ = torch.linalg.lu_factor_ex(lap)
-    diag = lu.diagonal(dim1=-2, dim2=-1)
-    log_det = diag.abs().log().sum(-1)  # -inf for an exactly singular Laplacian
+    log_det = lu.diagonal(dim1=-2, dim2=-1).abs().log().sum(-1)  # -inf for an exactly singular Laplacian
     # |det| <= prod_m S_m, S_m >= 1 the weight into word m (padding: 1), so the LU loses about
     # log(prod S / |det|) nats of digits: redo where that is over half of them. This also
     # covers a singular Laplacian (infinite loss) and det < 0 (rounding on a near-singular
     # matrix: an error larger than |det| itself, a loss of all the digits).
-    lost = weights.sum(-2).clamp_min_(1.0).log_().sum(-1) - log_det
+    lost = into.add(weights[:, 0, 1:]).clamp_min_(1.0).log_().sum(-1) - log_det
     redo = lost > -0.5 * math.log(torch.finfo(masked.dtype).eps)
     inverse = torch.linalg.lu_solve(lu, pivots, _eye(n, masked.dtype, masked.device).expand_as(lap))
     # a real word's shift is finite unless the sentence has no tree (then it is redone)
-    factor = Factorisation(weights, inverse, log_det + shift.sum((-2, -1)), multiroot, scores=masked)
-    if bool(redo.any()):
-        _redo(factor, redo, ~inside[:, 1:], stacklevel + 1)
+    factor = Factorisation(weights, inverse, log_det + shift.sum((-2, -1)), multiroot, mask, masked)
+    if bool(redo.any()):  # the one host sync of a factorisation: it decides the fallback
+        _redo(factor, redo, padding)
     return factor
 
 
-def _redo(factor: Factorisation, redo: Tensor, padding: Tensor, stacklevel: int) -> None:
+def _redo(factor: Factorisation, redo: Tensor, padding: Tensor) -> None:
     """Redo the ``redo`` ``(B,)`` sentences of ``factor`` (padding ``(B, N)``) with
     :func:`_eliminate`; warn about those without a tree. Updates ``factor`` in place."""
     index = redo.nonzero().flatten()
@@ -281,13 +334,24 @@ def _redo(factor: Factorisation, redo: Tensor, padding: Tensor, stacklevel: int)
         warnings.warn(
             f"no spanning tree in sentences {dead.tolist()} of the batch: log Z = -inf, zero marginals",
             NoSpanningTreeWarning,
-            stacklevel=stacklevel,
+            stacklevel=_caller_level(),
         )
         factor.dead = torch.zeros_like(redo).index_fill_(0, dead, True)
     if bool(tree.any()):
         factor.exact, factor.padding = index[tree], padding[index[tree]]
     factor.weights.masked_fill_(redo[:, None, None], 0.0)
     factor.inverse.masked_fill_(redo[:, None, None], 0.0)
+
+
+def _caller_level() -> int:
+    """The stack level of the first frame outside this package (for warnings)."""
+    import sys
+
+    frame, level = sys._getframe(1), 1
+    package = __name__.rsplit(".", 1)[0] + "."
+    while frame is not None and (frame.f_globals.get("__name__", "") + ".").startswith(package):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def _eliminate(scores: Tensor, padding: Tensor, multiroot: bool) -> Tensor:
@@ -334,7 +398,7 @@ def _eliminate(scores: Tensor, padding: Tensor, multiroot: bool) -> Tensor:
     return log_z
 
 
-def _exact_derivatives(scores: Tensor, padding: Tensor, multiroot: bool, directions: Tensor | None = None) -> Tensor:
+def exact_derivatives(scores: Tensor, padding: Tensor, multiroot: bool, directions: Tensor | None = None) -> Tensor:
     """Marginals ``(F, N+1, N+1)`` of the sentences of :func:`_eliminate` (same arguments),
     by autograd through it; with ``directions`` ``(F, R, N+1, N+1)``, their VJPs
     ``sum_e d_e d mu_e / d scores`` ``(F, R, N+1, N+1)`` by double backward. The result is
@@ -351,48 +415,21 @@ def _exact_derivatives(scores: Tensor, padding: Tensor, multiroot: bool, directi
     return vjps.movedim(0, 1)
 
 
-def _marginals_from(factor: Factorisation) -> Tensor:
-    """``mu = w * L*(X^T)``: ``(B, N+1, N+1)`` in the compute dtype (computed once per factor;
-    ``exact`` sentences by autograd through :func:`_eliminate`)."""
-    if factor.marginals is None:
-        mu = _weighted_adjoint(factor.weights, factor.inverse.mT, factor.multiroot)
-        if factor.exact is not None:
-            mu[factor.exact] = _exact_derivatives(factor.scores[factor.exact], factor.padding, factor.multiroot)
-        factor.marginals = mu
-    return factor.marginals
-
-
-def marginal_vjp(factor: Factorisation, grad: Tensor, mu: Tensor) -> Tensor:
-    """Vector-Jacobian product of the marginals: ``sum_e grad_e d mu_e / d scores``.
-
-    This is ``Cov(sum_e grad_e 1_e, 1_e')`` for every arc e' (T2 with R = 1):
-    ``mu * grad - w * L*((X L(w * grad) X)^T)``; O(N^3). Shapes ``(B, N+1, N+1)``.
-    """
-    inverse = factor.inverse
-    middle = _laplacian(factor.weights * grad, None, factor.multiroot)
-    product = inverse @ middle @ inverse
-    vjp = mu * grad - _weighted_adjoint(factor.weights, product.mT, factor.multiroot)
-    if factor.exact is not None:  # double backward through _eliminate
-        scores, direction = factor.scores[factor.exact], grad[factor.exact].unsqueeze(1)
-        vjp[factor.exact] = _exact_derivatives(scores, factor.padding, factor.multiroot, direction).squeeze(1)
-    return vjp
-
 
 class _Marginals(torch.autograd.Function):
     """scores -> marginals, with the closed-form (T2) backward."""
 
     @staticmethod
     def forward(ctx, scores: Tensor, factor: Factorisation) -> Tensor:
-        mu = _marginals_from(factor)
         ctx.factor = factor
-        return mu.to(scores.dtype, copy=True)  # a fresh tensor: the cached one is shared
+        return factor.marginals().to(scores.dtype, copy=True)  # a fresh tensor: the cached one is shared
 
     @staticmethod
     @once_differentiable
     def backward(ctx, grad: Tensor):
-        mu = _marginals_from(ctx.factor)
-        with _no_autocast(grad.device):
-            vjp = marginal_vjp(ctx.factor, grad.to(mu.dtype), mu)
+        factor = ctx.factor
+        with no_autocast(grad.device):
+            vjp = factor.marginal_vjp(grad.to(factor.weights.dtype))
         return vjp.to(grad.dtype), None
 
 
@@ -411,11 +448,11 @@ class _LogPartition(torch.autograd.Function):
         if torch.is_grad_enabled():  # create_graph: the marginals must be differentiable
             mu = _Marginals.apply(scores, ctx.factor)
         else:
-            mu = _marginals_from(ctx.factor).to(grad.dtype)
+            mu = ctx.factor.marginals().to(grad.dtype)
         return grad[:, None, None] * mu, None
 
 
-def _no_autocast(device: torch.device):
+def no_autocast(device: torch.device):
     """A context with autocast off on ``device`` (a no-op context when it is already off)."""
     kind = device.type
     if kind in ("cpu", "cuda") and not torch.is_autocast_enabled(kind):
@@ -423,39 +460,28 @@ def _no_autocast(device: torch.device):
     return torch.autocast(kind, enabled=False)
 
 
-def _prepare(scores: Tensor, lengths: Tensor, multiroot: bool, validate: bool) -> tuple[Tensor, Tensor, Factorisation]:
-    """Validate, mask and factorise once; call with autocast off.
-
-    Returns ``filled`` (``scores`` in float32/64 with 0 on non-arcs and on arcs that allow
-    no label, labeled if ``scores`` is), ``arcs`` (the unlabeled ``(B, N+1, N+1)`` scores,
-    0 on non-arcs; both differentiable) and the :class:`Factorisation`.
-    """
-    if validate:
-        _check_shapes(scores, lengths, "scores")
-    if scores.dtype not in (torch.float32, torch.float64):
-        scores = scores.float()
-    labeled = scores.dim() == 4
-    mask, inside = _masks(lengths, scores.shape[1] - 1)
-    nonarc = ~mask
-    # padding may hold NaN: keep it out of autograd (and out of the label softmax)
-    filled = scores.masked_fill(nonarc[..., None] if labeled else nonarc, 0.0)
-    if validate:
-        _check_values(filled, "scores")
-    filled, arcs = _sum_labels(filled) if labeled else (filled, filled)
-    # detached: no graph is recorded, so no no_grad() context is needed
-    masked = arcs.detach().to(_compute_dtype(arcs.dtype, arcs.device)).masked_fill(nonarc, float("-inf"))
-    factor = _factorise(masked, inside, multiroot)
-    factor.mask = mask
-    return filled, arcs, factor
-
-
-def _sum_labels(filled: Tensor) -> tuple[Tensor, Tensor]:
+def sum_labels(filled: Tensor) -> tuple[Tensor, Tensor]:
     """Labeled scores ``(B, N+1, N+1, L)`` (finite on non-arcs) -> (``filled`` with 0 on arcs
     that allow no label, so that their label softmax is finite; the arc scores
     ``logsumexp_l`` ``(B, N+1, N+1)``, ``-inf`` on those arcs, with finite gradients)."""
     impossible = (filled == float("-inf")).all(-1)
     filled = filled.masked_fill(impossible.unsqueeze(-1), 0.0)
     return filled, filled.logsumexp(-1).masked_fill(impossible, float("-inf"))
+
+
+def log_partition_and_marginals_from(prepared: Prepared, with_log_z: bool = True) -> tuple[Tensor | None, Tensor]:
+    """``log Z`` ``(B,)`` (None unless ``with_log_z``) and marginals (the shape of the scores)
+    of a :class:`Prepared` batch, differentiable w.r.t. ``prepared.filled``/``arcs``."""
+    filled, arcs, factor = prepared
+    if torch.is_grad_enabled() and arcs.requires_grad:
+        log_z = _LogPartition.apply(arcs, factor) if with_log_z else None
+        mu = _Marginals.apply(arcs, factor)
+    else:
+        log_z = factor.log_partition.to(arcs.dtype) if with_log_z else None
+        mu = factor.marginals().to(arcs.dtype)
+    if filled.dim() == 4:
+        mu = mu.unsqueeze(-1) * filled.softmax(-1)
+    return log_z, mu
 
 
 def log_partition_and_marginals(
@@ -466,31 +492,18 @@ def log_partition_and_marginals(
     Both are differentiable w.r.t. ``scores`` (the marginals through the T2 closed form).
     Labeled marginals are ``mu[h, m] * softmax_l(scores[h, m, :])``. Half-precision
     inputs give float32 results: a bf16 ``log Z`` would be too coarse to train on.
+    ``validate=False`` skips the argument checks (and their host syncs).
     """
-    return _inference(scores, lengths, multiroot, validate, True)
+    with no_autocast(scores.device):
+        return log_partition_and_marginals_from(prepare(scores, lengths, multiroot, validate))
 
 
-def _inference(scores: Tensor, lengths: Tensor, multiroot: bool, validate: bool, with_log_z: bool):
-    """:func:`log_partition_and_marginals`; only the marginals if not ``with_log_z``."""
-    lengths = torch.as_tensor(lengths, device=scores.device)
-    with _no_autocast(scores.device):
-        filled, arcs, factor = _prepare(scores, lengths, multiroot, validate)
-        if torch.is_grad_enabled() and arcs.requires_grad:
-            log_z = _LogPartition.apply(arcs, factor) if with_log_z else None
-            mu = _Marginals.apply(arcs, factor)
-        else:
-            log_z = factor.log_partition.to(arcs.dtype)
-            mu = _marginals_from(factor).to(arcs.dtype)
-        if filled.dim() == 4:
-            mu = mu.unsqueeze(-1) * filled.softmax(-1)
-    return (log_z, mu) if with_log_z else mu
-
-
-def log_partition(scores: Tensor, lengths: Tensor, multiroot: bool = False) -> Tensor:
+def log_partition(scores: Tensor, lengths: Tensor, multiroot: bool = False, validate: bool = True) -> Tensor:
     """``log Z``: ``(B,)``, the log of the total weight of all trees (``-inf`` if none)."""
-    return log_partition_and_marginals(scores, lengths, multiroot)[0]
+    return log_partition_and_marginals(scores, lengths, multiroot, validate)[0]
 
 
-def marginals(scores: Tensor, lengths: Tensor, multiroot: bool = False) -> Tensor:
+def marginals(scores: Tensor, lengths: Tensor, multiroot: bool = False, validate: bool = True) -> Tensor:
     """Arc marginals ``p(h -> m in d)``, same shape as ``scores``; exactly 0 on non-arcs."""
-    return log_partition_and_marginals(scores, lengths, multiroot)[1]
+    with no_autocast(scores.device):
+        return log_partition_and_marginals_from(prepare(scores, lengths, multiroot, validate), with_log_z=False)[1]

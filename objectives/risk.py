@@ -5,9 +5,11 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from ._common import IGNORE_INDEX, full_precision, gold_label_logits
+from ._common import full_precision, gold_label_logits
+from .conventions import IGNORE_INDEX
 from .distribution import TreeCRF
 from .objective import Objective, Scores, TreeBatch
+from .schedule import interpolate
 
 
 class Risk(Objective):
@@ -32,7 +34,6 @@ class Risk(Objective):
         temperature: ``T`` at step 0.
         final_temperature: ``T`` from step ``anneal_steps`` on, or ``None`` for a constant ``T``.
         anneal_steps: length of the linear schedule (positive when ``final_temperature`` is set).
-        multiroot: multi-root trees instead of single-root ones.
     """
 
     needs_gold = True
@@ -43,7 +44,6 @@ class Risk(Objective):
         temperature: float = 0.0,
         final_temperature: float | None = None,
         anneal_steps: int = 0,
-        multiroot: bool = False,
     ) -> None:
         super().__init__()
         if temperature < 0 or (final_temperature is not None and final_temperature < 0):
@@ -54,20 +54,18 @@ class Risk(Objective):
         self.temperature = temperature
         self.final_temperature = final_temperature
         self.anneal_steps = anneal_steps
-        self.multiroot = multiroot
 
     def temperature_at(self, step: int) -> float:
         """The annealing temperature ``T`` at a training step."""
         if self.final_temperature is None:
             return self.temperature
-        progress = min(step / self.anneal_steps, 1.0)
-        return self.temperature + (self.final_temperature - self.temperature) * progress
+        return interpolate(self.temperature, self.final_temperature, step, self.anneal_steps)
 
     def forward(self, scores: Scores, batch: TreeBatch, teacher: Scores | None = None) -> Tensor:
         """Scalar loss for ``scores.arcs`` ``(B, N+1, N+1)`` (and ``scores.labels`` ``(B, N+1, N+1, L)``)."""
         if self.labeled and (scores.labels is None or batch.labels is None):
             raise ValueError("labeled risk needs label scores and gold labels")
-        crf = TreeCRF(full_precision(scores.arcs), batch.lengths, self.multiroot)
+        crf = TreeCRF(full_precision(scores.arcs), batch.lengths, self.multiroot, validate_args=False)
         # mu of each word's gold arc, (B, N+1); exactly 0 at position 0 and on padding (non-arcs)
         correct = crf.marginals.gather(1, batch.heads[:, None, :]).squeeze(1)
         if self.labeled:

@@ -26,19 +26,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-IGNORE_INDEX = -100
-
-
-def _arc_mask(lengths: Tensor, size: int) -> Tensor:
-    """Which entries of a `(B, size, size)` score tensor are arcs.
-
-    Returns a bool `(B, size, size)` mask: `h -> m` with `h <= lengths[b]`,
-    `1 <= m <= lengths[b]` and `h != m`.
-    """
-    pos = torch.arange(size, device=lengths.device)
-    inside = pos[None, :] <= lengths[:, None]  # (B, size)
-    word = inside & (pos[None, :] > 0)
-    return inside[:, :, None] & word[:, None, :] & (pos[:, None] != pos[None, :])
+from objectives.conventions import IGNORE_INDEX, arc_mask, word_mask
 
 
 def mst(scores: Tensor, lengths: Tensor, multiroot: bool = False) -> Tensor:
@@ -57,9 +45,9 @@ def mst(scores: Tensor, lengths: Tensor, multiroot: bool = False) -> Tensor:
     """
     size = scores.shape[-1]
     lengths = lengths.to(scores.device)
-    arcs = _arc_mask(lengths, size)
+    arcs = arc_mask(lengths, size - 1)
     masked = scores.detach().masked_fill(~arcs, float("-inf"))
-    words = arcs.any(1)  # (B, N+1): positions 1..lengths[b]
+    words = word_mask(lengths, size - 1)  # (B, N+1): positions 1..lengths[b]
 
     heads = masked.argmax(1).masked_fill(~words, 0)
     slow = ~_is_tree(heads)
@@ -95,9 +83,7 @@ def mst_labels(label_scores: Tensor, heads: Tensor, lengths: Tensor) -> Tensor:
     batch, size, _, num_labels = label_scores.shape
     index = heads[:, None, :, None].expand(batch, 1, size, num_labels)
     labels = label_scores.gather(1, index).squeeze(1).argmax(-1)
-    pos = torch.arange(size, device=heads.device)
-    words = (pos > 0) & (pos <= lengths.to(heads.device)[:, None])
-    return labels.masked_fill(~words, IGNORE_INDEX)
+    return labels.masked_fill(~word_mask(lengths.to(heads.device), size - 1), IGNORE_INDEX)
 
 
 def chu_liu_edmonds(weights: np.ndarray) -> np.ndarray:

@@ -8,6 +8,8 @@ import torch
 from torch import Tensor
 from torchmetrics import Metric
 
+from objectives.conventions import IGNORE_INDEX, word_mask
+
 
 def universal_index(labels: Sequence[str]) -> list[int]:
     """For each label, an id of its universal part (before ``:``), so that ``nmod`` and
@@ -21,7 +23,7 @@ class AttachmentScore(Metric):
 
     Every word counts, punctuation included. LAS compares labels through ``universal``
     (label index -> id of its universal part, see ``universal_index``; default: exact
-    label match). A gold label of -100 (unseen in training) is always a LAS error.
+    label match). A gold label of ``IGNORE_INDEX`` (-100, unseen in training) is always a LAS error.
     ``compute()`` returns ``{"uas": ..., "las": ...}``, without ``las`` when no update
     had predicted labels.
     """
@@ -40,14 +42,13 @@ class AttachmentScore(Metric):
                gold_labels: Tensor | None, lengths: Tensor) -> None:
         """Heads and labels: (B, N+1) long; lengths: (B,). Positions 0 and past
         ``lengths`` are ignored. Pass ``pred_labels=None`` for UAS only."""
-        positions = torch.arange(gold_heads.shape[1], device=gold_heads.device)
-        words = (positions >= 1) & (positions <= lengths.unsqueeze(1))
+        words = word_mask(lengths, gold_heads.shape[1] - 1)
         correct_heads = words & (pred_heads == gold_heads)
         self.words += words.sum()
         self.correct_heads += correct_heads.sum()
         if pred_labels is None:
             return
-        known = (gold_labels >= 0) & (pred_labels >= 0)
+        known = (gold_labels != IGNORE_INDEX) & (pred_labels != IGNORE_INDEX)
         gold, pred = gold_labels.clamp(min=0), pred_labels.clamp(min=0)
         if self.universal is not None:
             gold, pred = self.universal[gold], self.universal[pred]

@@ -8,11 +8,17 @@ import torch
 from torch import Tensor
 
 from objectives import baselines as bl
-from objectives.ge import UPOS_TAGS
-from objectives.objective import Scores
+from objectives.conventions import UPOS_TAGS
+from objectives.objective import Objective, ObjectiveContext, Scores
 
 UPOS_VOCAB = ("<pad>", "<unk>", *UPOS_TAGS)
 TAGS = ("NOUN", "VERB", "ADJ", "DET", "<unk>")  # the tags test sentences draw from
+
+
+def ready(objective: Objective, multiroot: bool = False, **context) -> Objective:
+    """``objective`` after the model's setup hook: tree set, the UPOS vocabulary ``UPOS_VOCAB``."""
+    objective.setup(ObjectiveContext(stage="validate", multiroot=multiroot, tags=UPOS_VOCAB, **context))
+    return objective
 
 
 @dataclass

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from objectives import baselines as bl
+from objectives.conventions import arc_mask
 
 from .cases import DTYPES, SHAPES, TOL, TREE_SETS, batch, check
 from objectives import expectations as ex
@@ -26,7 +27,7 @@ def features(scores, lengths, dims, seed=1):
     """Random per-arc values `(*scores.shape, dims)`, large garbage off the arcs."""
     generator = torch.Generator().manual_seed(seed)
     values = torch.randn(*scores.shape, dims, generator=generator, dtype=torch.float64)
-    mask = bl.arc_mask(lengths, scores.shape[1]).view(scores.shape[:3] + (1,) * (scores.dim() - 2))
+    mask = arc_mask(lengths, scores.shape[1] - 1).view(scores.shape[:3] + (1,) * (scores.dim() - 2))
     return torch.where(mask, values, 1e3).to(scores.dtype)
 
 
@@ -244,7 +245,7 @@ def test_long_sentences_in_float32(multiroot):
 def test_half_precision_inputs(dtype):
     p, lengths = batch(5, dtype=dtype)
     q, _ = batch(5, dtype=dtype, seed=3)
-    p, q = (torch.where(bl.arc_mask(lengths, 6), t, 0.0) for t in (p, q))  # 1e4 is inf in fp16
+    p, q = (torch.where(arc_mask(lengths, 5), t, 0.0) for t in (p, q))  # 1e4 is inf in fp16
     r = features(p, lengths, 2).to(dtype)
     results = [
         entropy(p, lengths),

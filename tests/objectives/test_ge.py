@@ -5,17 +5,18 @@ import math
 import pytest
 import torch
 
+from objectives.conventions import UPOS_TAGS
 from objectives.ge import (
-    UPOS_TAGS,
+    MIN_COUNT,
     Constraint,
     GeneralizedExpectation,
     estimate_targets,
     load_constraints,
     tag_pair_constraints,
 )
-from objectives.objective import Scores
+from objectives.objective import ObjectiveContext, Scores
 
-from .oracle import UPOS_VOCAB, make_batch, sentences
+from .oracle import UPOS_VOCAB, make_batch, ready, sentences
 
 REPO_RULES = "configs/rules/naseem_ud.yaml"
 CONSTRAINTS = [
@@ -83,7 +84,7 @@ def test_penalty_matches_brute_force(penalty, gradient, multiroot, weighting):
     scores, batch = make_batch(LENGTHS)
     rates = brute_rates(scores, batch, CONSTRAINTS, multiroot)
     assert rates[:-1].isfinite().all() and rates[-1].isnan()
-    objective = GeneralizedExpectation(CONSTRAINTS, penalty, gradient, UPOS_VOCAB, multiroot, weighting=weighting)
+    objective = ready(GeneralizedExpectation(CONSTRAINTS, penalty, gradient, weighting=weighting), multiroot)
     weights = brute_weights(batch, CONSTRAINTS, weighting)
     assert weighting == "uniform" or len(set(weights)) > 2  # the counts differ: the weighting is tested
     expected = brute_penalty(rates, CONSTRAINTS, penalty, weights)
@@ -95,7 +96,7 @@ def test_zero_when_targets_are_the_model_rates(penalty):
     scores, batch = make_batch(LENGTHS)
     rates = brute_rates(scores, batch, CONSTRAINTS).nan_to_num(0.5).tolist()
     constraints = [Constraint(c.parent, c.child, rate, c.direction) for c, rate in zip(CONSTRAINTS, rates)]
-    objective = GeneralizedExpectation(constraints, penalty, upos_vocab=UPOS_VOCAB)
+    objective = ready(GeneralizedExpectation(constraints, penalty))
     objective.targets = torch.tensor(rates, dtype=torch.float64)  # exact, not float32-rounded
     arcs = scores.arcs.clone().requires_grad_()
     loss = objective(Scores(arcs), batch)
@@ -112,7 +113,7 @@ def test_reverse_mode_and_covariance_routes_agree(penalty, multiroot, weighting)
     results = []
     for gradient in ("reverse", "t2"):
         arcs = scores.arcs.clone().requires_grad_()
-        objective = GeneralizedExpectation(CONSTRAINTS, penalty, gradient, UPOS_VOCAB, multiroot, weighting=weighting)
+        objective = ready(GeneralizedExpectation(CONSTRAINTS, penalty, gradient, weighting=weighting), multiroot)
         loss = objective(Scores(arcs), batch)
         loss.backward()
         results.append((loss, arcs.grad))
@@ -125,7 +126,7 @@ def test_reverse_mode_and_covariance_routes_agree(penalty, multiroot, weighting)
 def test_estimate_targets_counts_gold_trees():
     _, batch = make_batch(LENGTHS)
     expected = brute_rates(Scores(_gold_scores(batch)), batch, CONSTRAINTS)
-    got = estimate_targets(CONSTRAINTS, batch.heads, batch.upos, batch.lengths, UPOS_VOCAB)
+    got = estimate_targets(CONSTRAINTS, batch.heads, batch.upos, batch.lengths, UPOS_VOCAB, min_count=1)
     torch.testing.assert_close(got, expected, equal_nan=True)
 
 
@@ -143,13 +144,13 @@ def test_tag_pairs_give_each_child_tag_its_head_tag_distribution():
     constraints = tag_pair_constraints()
     assert len(set(constraints)) == len(constraints) == 17 + 17 * 17 * 2
     _, batch = make_batch([5, 3, 4, 1])
-    rates = estimate_targets(constraints, batch.heads, batch.upos, batch.lengths, UPOS_VOCAB)
+    rates = estimate_targets(constraints, batch.heads, batch.upos, batch.lengths, UPOS_VOCAB, min_count=1)
     for tag in UPOS_TAGS:
         mine = torch.tensor([c.child == tag for c in constraints])
         present = (batch.upos == UPOS_VOCAB.index(tag)).any()
         assert torch.isclose(rates[mine].sum(), torch.tensor(1.0, dtype=torch.float64)) if present else rates[mine].isnan().all()
     # a model whose trees are the gold ones meets targets estimated from them exactly
-    objective = GeneralizedExpectation("tag_pairs", upos_vocab=UPOS_VOCAB, targets_from="labeled", min_count=1)
+    objective = ready(GeneralizedExpectation("tag_pairs", targets_from="labeled", min_count=1))
     objective.fit_targets([batch])
     assert objective(Scores(_gold_scores(batch)), batch) < 1e-12
 
@@ -157,9 +158,9 @@ def test_tag_pairs_give_each_child_tag_its_head_tag_distribution():
 def test_fit_targets_sums_counts_over_batches_and_leaves_out_rare_tags():
     _, batch = make_batch([5, 3, 4, 1])
     constraints = [Constraint(c.parent, c.child, None, c.direction) for c in CONSTRAINTS]
-    objective = GeneralizedExpectation(constraints, upos_vocab=UPOS_VOCAB, targets_from="labeled", min_count=1)
+    objective = ready(GeneralizedExpectation(constraints, targets_from="labeled", min_count=1))
     targets = objective.fit_targets([_slice(batch, slice(0, 2)), _slice(batch, slice(2, 4))])
-    expected = estimate_targets(constraints, batch.heads, batch.upos, batch.lengths, UPOS_VOCAB)
+    expected = estimate_targets(constraints, batch.heads, batch.upos, batch.lengths, UPOS_VOCAB, min_count=1)
     torch.testing.assert_close(targets, expected, equal_nan=True)
     torch.testing.assert_close(objective.targets, expected.float(), equal_nan=True)
 
@@ -171,7 +172,7 @@ def test_fit_targets_sums_counts_over_batches_and_leaves_out_rare_tags():
     # constraints without a target are masked out: the same loss and gradient as leaving them out
     scores = make_batch([5, 3, 4, 1], seed=3)[0]
     kept = [Constraint(c.parent, c.child, t, c.direction) for c, t in zip(constraints, targets.tolist()) if t == t]
-    reference = GeneralizedExpectation(kept, upos_vocab=UPOS_VOCAB)
+    reference = ready(GeneralizedExpectation(kept))
     reference.targets = objective.targets[targets.isfinite()]
     results = []
     for ge in (objective, reference):
@@ -186,10 +187,10 @@ def test_fit_targets_sums_counts_over_batches_and_leaves_out_rare_tags():
 def test_targets_must_exist_before_training():
     scores, batch = make_batch(LENGTHS)
     with pytest.raises(ValueError, match="targets_from='labeled'"):
-        GeneralizedExpectation("tag_pairs", upos_vocab=UPOS_VOCAB)
+        GeneralizedExpectation("tag_pairs")
     with pytest.raises(ValueError, match="targets_from"):
         GeneralizedExpectation(CONSTRAINTS, targets_from="gold")
-    objective = GeneralizedExpectation("tag_pairs", upos_vocab=UPOS_VOCAB, targets_from="labeled")
+    objective = ready(GeneralizedExpectation("tag_pairs", targets_from="labeled"))
     with pytest.raises(RuntimeError, match="fit_targets"):
         objective(scores, batch)
     with pytest.raises(ValueError, match="or more words"):
@@ -213,20 +214,20 @@ def test_rules_files(tmp_path):
         load_constraints(path)
 
 
-def test_constraints_from_dicts_and_bind_later():
+def test_constraints_from_dicts_and_the_setup_hook():
     scores, batch = make_batch(LENGTHS)
     objective = GeneralizedExpectation([{"parent": "root", "child": "VERB", "target": 0.6}])
-    with pytest.raises(RuntimeError, match="bind"):
+    with pytest.raises(RuntimeError, match="setup"):
         objective(scores, batch)
-    objective.bind(list(UPOS_VOCAB))
-    bound = GeneralizedExpectation(CONSTRAINTS[:1], upos_vocab=UPOS_VOCAB)
-    torch.testing.assert_close(objective(scores, batch), bound(scores, batch))
+    ready(objective)
+    torch.testing.assert_close(objective(scores, batch), ready(GeneralizedExpectation(CONSTRAINTS[:1]))(scores, batch))
+    assert GeneralizedExpectation(CONSTRAINTS).min_count == MIN_COUNT
 
 
 @pytest.mark.parametrize(
     "fields, message",
     [
-        ({"parent": "VRB", "child": "NOUN", "target": 0.5}, "parent"),
+        ({"parent": "", "child": "NOUN", "target": 0.5}, "parent"),
         ({"parent": "VERB", "child": "root", "target": 0.5}, "child"),
         ({"parent": "VERB", "child": "NOUN", "target": 1.5}, "target"),
         ({"parent": "VERB", "child": "NOUN", "target": 0.5, "direction": "up"}, "direction"),
@@ -239,9 +240,11 @@ def test_invalid_constraints(fields, message):
 
 def test_untagged_batches_and_vocabularies_are_rejected():
     scores, batch = make_batch(LENGTHS)
-    with pytest.raises(ValueError, match="not in the UPOS vocabulary"):
-        GeneralizedExpectation(CONSTRAINTS, upos_vocab=["<pad>", "<unk>", "NOUN", "VERB"])
-    objective = GeneralizedExpectation(CONSTRAINTS, upos_vocab=UPOS_VOCAB)
+    with pytest.raises(ValueError, match=r"\['ADJ', 'DET', 'PRON'\] of the constraints are not in the UPOS vocabulary"):
+        GeneralizedExpectation(CONSTRAINTS).setup(ObjectiveContext(stage="fit", tags=["<pad>", "<unk>", "NOUN", "VERB"]))
+    with pytest.raises(ValueError, match=r"\['VRB'\]"):  # a typo in a rules file
+        ready(GeneralizedExpectation([Constraint("VRB", "NOUN", 0.5)]))
+    objective = ready(GeneralizedExpectation(CONSTRAINTS))
     batch.upos = batch.upos.clamp(max=1)  # only <pad> and <unk>
     with pytest.raises(ValueError, match="tagged unlabeled text"):
         objective(scores, batch)

@@ -5,7 +5,6 @@ import math
 import pytest
 import torch
 
-import objectives
 from objectives import baselines as bl
 from objectives.distribution import TreeCRF
 from objectives.entropy_regularizer import EntropyRegularizer
@@ -15,7 +14,7 @@ from objectives.likelihood import Likelihood
 from objectives.objective import Scores
 from objectives.risk import Risk
 
-from .oracle import UPOS_VOCAB, make_batch, sentences
+from .oracle import make_batch, ready, sentences
 
 TREE_SETS = [False, True]
 LENGTHS = [4, 2, 3, 1]
@@ -35,8 +34,8 @@ OBJECTIVES = {
     "renyi": lambda: EntropyRegularizer(alpha=2.0),
     "kl": lambda: Distillation(labeled=True),
     "kl-reverse": lambda: Distillation(reverse=True),
-    "ge": lambda: GeneralizedExpectation(CONSTRAINTS, penalty="kl", upos_vocab=UPOS_VOCAB),
-    "ge-t2": lambda: GeneralizedExpectation(CONSTRAINTS, gradient="t2", upos_vocab=UPOS_VOCAB),
+    "ge": lambda: ready(GeneralizedExpectation(CONSTRAINTS, penalty="kl")),
+    "ge-t2": lambda: ready(GeneralizedExpectation(CONSTRAINTS, gradient="t2")),
 }
 
 
@@ -60,7 +59,7 @@ def test_likelihood_matches_brute_force(num_labels, multiroot):
         total -= log_p[(heads == batch.heads[b, : n + 1]).all(1)].sum()
         if num_labels:
             total -= 0.5 * label_log_probs(scores, batch, b, n).nansum()
-    loss = Likelihood(label_weight=0.5, multiroot=multiroot)(scores, batch)
+    loss = ready(Likelihood(label_weight=0.5), multiroot)(scores, batch)
     torch.testing.assert_close(loss, total / sum(LENGTHS), **CLOSE)
 
 
@@ -76,7 +75,7 @@ def test_likelihood_is_tree_crf_log_prob_plus_label_cross_entropy():
 def test_labeled_mtt_is_the_nll_of_the_labeled_tree(multiroot):
     scores, batch = make_batch([3, 2], num_labels=2)
     labeled = scores.arcs[..., None] + scores.labels  # labeled arc log-weights
-    objective = Likelihood(labeled_mtt=True, multiroot=multiroot)
+    objective = ready(Likelihood(labeled_mtt=True), multiroot)
     # word 1 of sentence 0 has an ignored label: the labeled tree's probability sums it out
     choices = [batch.labels.clone() for _ in range(2)]
     for label, choice in enumerate(choices):
@@ -108,7 +107,7 @@ def brute_risk(scores, batch, labeled, multiroot):
 def test_risk_matches_brute_force(labeled, multiroot):
     scores, batch = make_batch(LENGTHS)
     risk, _ = brute_risk(scores, batch, labeled, multiroot)
-    torch.testing.assert_close(Risk(labeled, multiroot=multiroot)(scores, batch), risk, **CLOSE)
+    torch.testing.assert_close(ready(Risk(labeled), multiroot)(scores, batch), risk, **CLOSE)
 
 
 def test_annealed_risk_is_risk_minus_temperature_times_entropy(monkeypatch):
@@ -141,7 +140,7 @@ def test_entropy_matches_brute_force(alpha, multiroot):
     total = 0.0
     for *_, log_p in sentences(scores, batch, multiroot):
         total += -(log_p.exp() * log_p).sum() if alpha is None else (alpha * log_p).logsumexp(0) / (1 - alpha)
-    loss = EntropyRegularizer(alpha, multiroot)(scores, batch)
+    loss = ready(EntropyRegularizer(alpha), multiroot)(scores, batch)
     torch.testing.assert_close(loss, total / sum(LENGTHS), **CLOSE)
 
 
@@ -158,7 +157,7 @@ def test_distillation_matches_brute_force(reverse, multiroot):
     for (*_, log_s), (*_, log_t) in pairs:
         p, q = (log_s, log_t) if reverse else (log_t, log_s)
         total += (p.exp() * (p - q)).sum()
-    loss = Distillation(reverse, multiroot=multiroot)(student, batch, teacher)
+    loss = ready(Distillation(reverse), multiroot)(student, batch, teacher)
     torch.testing.assert_close(loss, total / sum(LENGTHS), **CLOSE)
 
 
@@ -199,10 +198,14 @@ def run(name, arcs, labels, batch, teacher):
     return OBJECTIVES[name]()(Scores(arcs, labels), batch, teacher)
 
 
-def test_registry():
-    assert set(objectives.OBJECTIVES) == {"likelihood", "risk", "entropy", "kl", "ge"}
+def test_objectives_declare_their_needs_and_default_to_single_root_trees():
+    classes = [Likelihood, Risk, EntropyRegularizer, Distillation, GeneralizedExpectation]
+    assert [cls.needs_gold for cls in classes] == [True, True, False, False, False]
+    assert [cls.needs_teacher for cls in classes] == [False, False, False, True, False]
+    assert EntropyRegularizer().multiroot is False and ready(EntropyRegularizer(), True).multiroot is True
+    import objectives
+
     assert objectives.entropy is objectives.expectations.entropy  # the module does not shadow it
-    assert [cls.needs_gold for cls in objectives.OBJECTIVES.values()] == [True, True, False, False, False]
 
 
 @pytest.mark.parametrize("name", OBJECTIVES)

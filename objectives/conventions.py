@@ -1,0 +1,47 @@
+"""Conventions shared by the whole project (docs/architecture.md): the ignore index of
+gold labels, the UD tag set, and which entries of a padded score tensor are arcs.
+
+Position 0 is the root, words are ``1..lengths[b]``, ``N`` is the longest sentence.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+from torch import Tensor
+
+__all__ = ["IGNORE_INDEX", "UPOS_TAGS", "arc_mask", "word_mask"]
+
+IGNORE_INDEX = -100
+"""Gold label of position 0, padding and labels unseen in training (``F.cross_entropy``'s default)."""
+
+UPOS_TAGS = (
+    "ADJ", "ADP", "ADV", "AUX", "CCONJ", "DET", "INTJ", "NOUN", "NUM",
+    "PART", "PRON", "PROPN", "PUNCT", "SCONJ", "SYM", "VERB", "X",
+)  # fmt: skip
+"""The 17 universal POS tags of UD v2."""
+
+
+@functools.lru_cache(maxsize=256)
+def _constants(n: int, device: torch.device) -> tuple[Tensor, Tensor]:
+    """Cached per (N, device), never written to: positions ``(N+1,)`` and the ``(N+1, N+1)``
+    mask of h != m and m != 0."""
+    positions = torch.arange(n + 1, device=device)
+    static = ~torch.eye(n + 1, dtype=torch.bool, device=device)
+    static[:, 0] = False
+    return positions, static
+
+
+def word_mask(lengths: Tensor, n: int) -> Tensor:
+    """Real words: ``(B,)`` lengths -> ``(B, N+1)`` bool, ``1 <= i <= lengths[b]``."""
+    positions, _ = _constants(n, lengths.device)
+    return (positions <= lengths.unsqueeze(-1)).logical_and_(positions > 0)
+
+
+def arc_mask(lengths: Tensor, n: int) -> Tensor:
+    """Possible arcs h -> m: ``(B,)`` lengths -> ``(B, N+1, N+1)`` bool, h in 0..len,
+    m in 1..len, h != m. The same for both tree sets (single-root trees are a subset)."""
+    positions, static = _constants(n, lengths.device)
+    inside = positions <= lengths.unsqueeze(-1)  # (B, N+1): the root and the words
+    return torch.logical_and(static, inside.unsqueeze(-1)).logical_and_(inside.unsqueeze(-2))
