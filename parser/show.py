@@ -17,14 +17,13 @@ arcs are drawn in orange (they cross other arcs or the root arrow). From Python:
 from __future__ import annotations
 
 import argparse
-import sys
 import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
-from .drawing import check_format, new_figure, save
+from .drawing import DrawingError, check_output, new_figure, report_errors, save
 
 MAX_WORDS = 120  # beyond this the figure is too large to read; refuse rather than draw
 CHAR = 0.085  # inches per tree data unit: about one character of the 10 pt word font
@@ -50,20 +49,20 @@ def _check(words: Sequence[str], heads: Sequence[int], labels: Sequence[str] | N
     """Validate the inputs of :func:`figure`; the marginals as a float array or None."""
     n = len(words)
     if not 1 <= n <= MAX_WORDS:
-        raise ValueError(f"can draw sentences of 1 to {MAX_WORDS} words, this one has {n}")
+        raise DrawingError(f"can draw sentences of 1 to {MAX_WORDS} words, this one has {n}")
     for name, values in (("heads", heads), ("labels", labels), ("gold_heads", gold_heads)):
         if values is not None and len(values) != n:
-            raise ValueError(f"{len(values)} {name} for {n} words")
+            raise DrawingError(f"{len(values)} {name} for {n} words")
     for name, values in (("heads", heads), ("gold_heads", gold_heads)):
         if values is not None and not all(0 <= h <= n for h in values):
-            raise ValueError(f"{name} must lie in 0..{n}: {list(values)}")
+            raise DrawingError(f"{name} must lie in 0..{n}: {list(values)}")
     if marginals is None:
         return None
     if hasattr(marginals, "detach"):
         marginals = marginals.detach().cpu().numpy()
     marginals = np.asarray(marginals, dtype=float)
     if marginals.shape != (n + 1, n + 1):
-        raise ValueError(f"marginals must be ({n + 1}, {n + 1}) for {n} words, not {marginals.shape}")
+        raise DrawingError(f"marginals must be ({n + 1}, {n + 1}) for {n} words, not {marginals.shape}")
     return marginals
 
 
@@ -170,7 +169,7 @@ def figure(words: Sequence[str], heads: Sequence[int], labels: Sequence[str] | N
            gold_heads: Sequence[int] | None = None, title: str | None = None):
     """The figure of one parse: the tree and, given ``marginals`` (``(n+1, n+1)`` array or
     tensor, ``marginals[h, m]``), the heat map beside it. ``heads[m-1]`` is word m's head
-    (0: root). Sizes grow with the sentence; ValueError above :data:`MAX_WORDS` words."""
+    (0: root). Sizes grow with the sentence; DrawingError above :data:`MAX_WORDS` words."""
     marginals = _check(words, heads, labels, marginals, gold_heads)
     n = len(words)
     x = _positions(words)
@@ -217,35 +216,38 @@ def _summary(heads: Sequence[int], labels: Sequence[str], gold_heads: Sequence[i
     return f"heads {sum(right)}/{len(heads)}, heads and labels {labeled}/{len(heads)} as gold"
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None) -> None:
     cli = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    cli.add_argument("checkpoint")
+    cli.add_argument("checkpoint", help="a .ckpt file or a Parser.save directory")
     source = cli.add_mutually_exclusive_group(required=True)
     source.add_argument("--sentence", help="one tokenised sentence, words separated by spaces")
     source.add_argument("--conllu", help="a CoNLL-U file; draws sentence --index, its tree as gold")
     cli.add_argument("--index", type=int, default=0, help="with --conllu: which sentence, counting from 0")
     cli.add_argument("--output", required=True, help="the figure: .png, .svg or .html")
+    cli.add_argument("--debug", action="store_true", help="show the full traceback of an error")
     args = cli.parse_args(argv)
+    words = report_errors(lambda: show(args.checkpoint, args.output, args.sentence, args.conllu, args.index))
+    print(f"drew {len(words)} words -> {args.output}")
+
+
+def show(checkpoint: str, output: str, sentence: str | None = None, conllu: str | None = None, index: int = 0) -> list[str]:
+    """Parse ``sentence`` (words separated by spaces), or sentence ``index`` of the file
+    ``conllu`` with its tree as gold, and draw it to ``output``; returns the words."""
     from .model import Parser  # here: drawing alone needs neither torch nor transformers
 
-    try:
-        check_format(args.output)
-        gold = None
-        if args.sentence is not None:
-            words, title = args.sentence.split(), args.sentence
-        else:
-            words, gold, title = _conllu_sentence(args.conllu, args.index)
-        if not 1 <= len(words) <= MAX_WORDS:
-            raise ValueError(f"can draw sentences of 1 to {MAX_WORDS} words, this one has {len(words)}")
-        parse = Parser.load(args.checkpoint).parse([words], marginals=True)[0]
-        if gold is not None:
-            title += "  (" + _summary(parse.heads, parse.labels, *gold) + ")"
-        draw(parse, args.output, None if gold is None else gold[0], title)
-    except (ValueError, OSError, ImportError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    print(f"drew {len(words)} words -> {args.output}")
-    return 0
+    check_output(output)
+    gold = None
+    if sentence is not None:
+        words, title = sentence.split(), sentence
+    else:
+        words, gold, title = _conllu_sentence(conllu, index)
+    if not 1 <= len(words) <= MAX_WORDS:  # before loading the model
+        raise DrawingError(f"can draw sentences of 1 to {MAX_WORDS} words, this one has {len(words)}")
+    parse = Parser.load(checkpoint).parse([words], marginals=True)[0]
+    if gold is not None:
+        title += "  (" + _summary(parse.heads, parse.labels, *gold) + ")"
+    draw(parse, output, None if gold is None else gold[0], title)
+    return words
 
 
 def _conllu_sentence(path: str, index: int) -> tuple[list[str], tuple[list[int], list[str]] | None, str]:
@@ -254,7 +256,7 @@ def _conllu_sentence(path: str, index: int) -> tuple[list[str], tuple[list[int],
 
     sentences = read_conllu(path, trees=False)
     if not 0 <= index < len(sentences):
-        raise ValueError(f"{path} has {len(sentences)} sentences: --index must lie in 0..{len(sentences) - 1}")
+        raise DrawingError(f"{path} has {len(sentences)} sentences: --index must lie in 0..{len(sentences) - 1}")
     sentence = sentences[index]
     tokens = [t for t in sentence.tokenlist if isinstance(t["id"], int)]
     heads = [t["head"] for t in tokens]
@@ -264,4 +266,4 @@ def _conllu_sentence(path: str, index: int) -> tuple[list[str], tuple[list[int],
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import lightning
 import numpy as np
 import pytest
 import torch
@@ -90,42 +89,51 @@ def test_long_sentences_are_drawn_wider_or_refused():
 
 
 @pytest.fixture(scope="module")
-def tiny_checkpoint(tiny_bert_dir, tmp_path_factory) -> Path:
-    """An untrained parser on the tiny BERT, saved with what ``Parser.load`` reads."""
+def tiny_parser(tiny_bert_dir, tmp_path_factory) -> Path:
+    """An untrained parser on the tiny BERT with random scores, saved with ``Parser.save``."""
     torch.manual_seed(0)
     model = Parser(encoder=str(tiny_bert_dir), arc_size=32, label_size=16, labels=sorted(set(LABELS)))
     for parameter in model.scorer.parameters():  # random, not zero, scores: marginals that differ
         torch.nn.init.normal_(parameter, std=0.5)
-    path = tmp_path_factory.mktemp("show") / "tiny.ckpt"
-    torch.save({"state_dict": model.state_dict(), "hyper_parameters": dict(model.hparams),
-                "pytorch-lightning_version": lightning.__version__}, path)
-    return path
+    return model.save(tmp_path_factory.mktemp("show") / "tiny")
+
+
+def test_parse_results_draw(tiny_parser, tmp_path):
+    parse = Parser.load(tiny_parser).parse([WORDS], marginals=True)[0]
+    draw(parse, tmp_path / "parse.png", gold_heads=HEADS)
+    _check_file(tmp_path / "parse.png")
 
 
 @pytest.mark.parametrize("suffix", [".png", ".svg", ".html"])
-def test_cli_draws_a_sentence(tiny_checkpoint, tmp_path, suffix):
+def test_cli_draws_a_sentence(tiny_parser, tmp_path, suffix, capsys):
     path = tmp_path / f"tree{suffix}"
-    assert main([str(tiny_checkpoint), "--sentence", "The old dog barks .", "--output", str(path)]) == 0
+    main([str(tiny_parser), "--sentence", "The old dog barks .", "--output", str(path)])
     _check_file(path)
+    assert f"drew 5 words -> {path}" in capsys.readouterr().out
 
 
-def test_cli_draws_a_conllu_sentence_with_its_gold_tree(tiny_checkpoint, tmp_path):
+def test_cli_draws_a_conllu_sentence_with_its_gold_tree(tiny_parser, tmp_path):
     conllu = tmp_path / "gold.conllu"
     rows = [f"{i}\t{w}\t_\t_\t_\t_\t{h}\t{l}\t_\t_" for i, (w, h, l) in enumerate(zip(WORDS, HEADS, LABELS), 1)]
     conllu.write_text("# sent_id = one\n1\tHi\t_\t_\t_\t_\t0\troot\t_\t_\n\n# sent_id = two\n" + "\n".join(rows) + "\n\n")
     path = tmp_path / "tree.svg"
-    assert main([str(tiny_checkpoint), "--conllu", str(conllu), "--index", "1", "--output", str(path)]) == 0
+    main([str(tiny_parser), "--conllu", str(conllu), "--index", "1", "--output", str(path)])
     svg = path.read_text(encoding="utf-8")
     assert "gold tree" in svg and "two: A hearing" in svg  # matplotlib keeps each text as an SVG comment
-    assert main([str(tiny_checkpoint), "--conllu", str(conllu), "--output", str(tmp_path / "one.png")]) == 0
+    main([str(tiny_parser), "--conllu", str(conllu), "--output", str(tmp_path / "one.png")])  # a 1-word sentence
     _check_file(tmp_path / "one.png")
 
 
-def test_cli_refuses_with_one_line(tiny_checkpoint, tmp_path, capsys):
-    long = " ".join(["word"] * (MAX_WORDS + 1))
-    assert main([str(tiny_checkpoint), "--sentence", long, "--output", str(tmp_path / "x.png")]) == 2
-    assert main([str(tiny_checkpoint), "--sentence", "a b", "--output", str(tmp_path / "x.pdf")]) == 2
-    errors = capsys.readouterr().err.strip().splitlines()
-    assert len(errors) == 2 and all(line.startswith("error: ") for line in errors)
-    assert "121" in errors[0] and ".pdf" in errors[1]
-    assert not (tmp_path / "x.png").exists()
+@pytest.mark.parametrize("args, message", [
+    (["--sentence", " ".join(["word"] * (MAX_WORDS + 1))], f"1 to {MAX_WORDS} words, this one has {MAX_WORDS + 1}"),
+    (["--sentence", "a b", "--output", "x.pdf"], "unknown figure format '.pdf'"),
+    (["--conllu", "missing.conllu"], "missing.conllu"),
+])
+def test_cli_refuses_with_one_line(tiny_parser, tmp_path, capsys, monkeypatch, args, message):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exit:
+        main([str(tiny_parser), "--output", "x.png", *args])
+    assert exit.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and message in err and len(err.strip().splitlines()) == 1
+    assert list(tmp_path.iterdir()) == []
