@@ -18,7 +18,8 @@ class Batch:
 
     words: per sentence its words; lengths: (B,); upos: (B, N+1); heads, labels:
     (B, N+1) or None for sentences without trees; index: (B,) position of each
-    sentence in its dataset.
+    sentence in its dataset (in its pass, for the unlabeled stream); skipped: malformed
+    unlabeled lines the stream skipped since its previous batch (same worker).
     """
 
     words: list[list[str]]
@@ -27,10 +28,11 @@ class Batch:
     heads: Tensor | None
     labels: Tensor | None
     index: Tensor
+    skipped: int = 0
 
 
 def collate(sentences: Sequence[Sentence], upos_vocab: Vocab, label_vocab: Vocab | None,
-            index: Sequence[int] | None = None) -> Batch:
+            index: Sequence[int] | None = None, skipped: int = 0) -> Batch:
     """Pad sentences into a Batch. Heads/labels only if every sentence has them (labels
     also need ``label_vocab``); ``index`` defaults to 0..B-1."""
     lengths = torch.tensor([len(s) for s in sentences])
@@ -47,4 +49,4 @@ def collate(sentences: Sequence[Sentence], upos_vocab: Vocab, label_vocab: Vocab
         if labels is not None:
             labels[b, 1:n + 1] = torch.tensor([label_vocab.index(d) for d in sentence.deprels])
     index = torch.arange(len(sentences)) if index is None else torch.as_tensor(index)
-    return Batch([list(s.words) for s in sentences], lengths, upos, heads, labels, index)
+    return Batch([list(s.words) for s in sentences], lengths, upos, heads, labels, index, skipped)

@@ -1,10 +1,10 @@
-"""The Lightning data module: UD treebank splits and unlabeled sentences as Batches."""
+"""The Lightning data module: UD treebank splits and a stream of unlabeled sentences as Batches."""
 
 from __future__ import annotations
 
-import dataclasses
 import glob
 import os
+import warnings
 from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
@@ -13,16 +13,21 @@ from typing import Literal
 from lightning.pytorch import LightningDataModule
 from lightning.pytorch.utilities import CombinedLoader
 from torch.utils.data import DataLoader, Dataset
+from torchdata.stateful_dataloader import StatefulDataLoader
 
 from .batch import Batch, collate
 from .fetch import default_root
 from .sampler import BucketBatchSampler
-from .sentences import Sentence, has_upos, read_conllu, read_sentences
+from .sentences import ConlluError, Sentence, has_upos, read_conllu, read_sentences
+from .stream import Continuing, SentenceStream, Source
 from .vocab import Vocab, build_label_vocab, build_upos_vocab
+
+# torchdata 0.11 calls a torch function that newer torch deprecates, once per loader.
+warnings.filterwarnings("ignore", message="'set_vital' is deprecated", category=UserWarning)
 
 
 class _IndexedSentences(Dataset):
-    """Map-style dataset of ``(position, sentence)`` pairs."""
+    """Map-style dataset: a list of positions -> their ``(position, sentence)`` pairs."""
 
     def __init__(self, sentences: Sequence[Sentence]):
         self.sentences = sentences
@@ -30,14 +35,31 @@ class _IndexedSentences(Dataset):
     def __len__(self) -> int:
         return len(self.sentences)
 
-    def __getitem__(self, i: int) -> tuple[int, Sentence]:
-        return i, self.sentences[i]
+    def __getitem__(self, indices: list[int]) -> list[tuple[int, Sentence]]:
+        return [(i, self.sentences[i]) for i in indices]
 
 
 def _collate_indexed(items: Sequence[tuple[int, Sentence]], upos_vocab: Vocab,
                      label_vocab: Vocab | None) -> Batch:
     index, sentences = zip(*items)
     return collate(sentences, upos_vocab, label_vocab, index)
+
+
+def expand_files(patterns: str | Sequence[str]) -> list[str]:
+    """Files named by a path, a glob or a list of both (each glob's matches sorted);
+    FileNotFoundError for a missing file or a glob matching none."""
+    files = []
+    for pattern in [patterns] if isinstance(patterns, str) else patterns:
+        if any(c in pattern for c in "*?["):
+            matches = sorted(glob.glob(pattern))
+            if not matches:
+                raise FileNotFoundError(f"unlabeled files: nothing matches {pattern}")
+            files += matches
+        elif not os.path.isfile(pattern):
+            raise FileNotFoundError(f"unlabeled file {pattern} not found")
+        else:
+            files.append(pattern)
+    return files
 
 
 class DependencyDataModule(LightningDataModule):
@@ -50,30 +72,38 @@ class DependencyDataModule(LightningDataModule):
         train: training CoNLL-U file, overriding the treebank's.
         dev: development CoNLL-U file, overriding the treebank's.
         test: test CoNLL-U file, overriding the treebank's.
-        unlabeled: extra sentences without trees: CoNLL-U (trees ignored) or ``.txt``
-            (one tokenised sentence per line).
+        unlabeled: extra sentences without trees, read as a stream (never whole): a file,
+            a glob or a list of both; CoNLL-U (trees ignored) or ``.txt`` (one tokenised
+            sentence per line), each maybe ``.gz``.
         labeled_size: keep only the first K training sentences labeled; the rest of the
-            training file joins the unlabeled sentences (without their trees).
+            training file joins the unlabeled stream (without their trees).
         predict: file to parse in ``predict`` (CoNLL-U or ``.txt``).
         batch_tokens: most padded words per batch.
         max_batch_sentences: most sentences per batch.
         num_workers: DataLoader worker processes.
         skip_invalid_trees: drop sentences whose gold HEADs are not a tree (logged)
             instead of failing; applies to train, dev and test.
-        seed: seed of the training batch order.
+        seed: seed of the batch orders (training, evaluation, unlabeled stream).
+        shuffle_buffer: unlabeled sentences bucketed by length together (per worker).
+        on_bad_unlabeled: a malformed unlabeled sentence is skipped (logged, counted in
+            ``Batch.skipped``), or with ``error`` stops the run.
 
-    After ``setup``: ``train_sentences``, ``unlabeled_sentences``, ``dev_sentences``,
-    ``test_sentences``, ``predict_sentences`` (Batch ``index`` points into these),
-    ``upos_vocab`` and ``label_vocab`` (built from the labeled training sentences, or
-    restored from a checkpoint through ``load_state_dict``).
+    After ``setup``: ``train_sentences``, ``dev_sentences``, ``test_sentences``,
+    ``predict_sentences`` (Batch ``index`` points into these), ``unlabeled_sources``
+    (``has_unlabeled``, ``unlabeled_has_upos``), ``upos_vocab`` and ``label_vocab`` (built
+    from the labeled training sentences, or restored from a checkpoint through
+    ``load_state_dict``). Batches are split across processes (``BucketBatchSampler``,
+    ``SentenceStream``); the training loaders' positions are saved in checkpoints by
+    Lightning and restored on resume, down to the batch.
     """
 
     def __init__(self, treebank: str | None = "UD_English-EWT", root: str | None = None,
                  train: str | None = None, dev: str | None = None, test: str | None = None,
-                 unlabeled: str | None = None, labeled_size: int | None = None,
+                 unlabeled: str | list[str] | None = None, labeled_size: int | None = None,
                  predict: str | None = None, batch_tokens: int = 2000,
                  max_batch_sentences: int = 128, num_workers: int = 0,
-                 skip_invalid_trees: bool = False, seed: int = 0):
+                 skip_invalid_trees: bool = False, seed: int = 0, shuffle_buffer: int = 10_000,
+                 on_bad_unlabeled: Literal["skip", "error"] = "skip"):
         super().__init__()
         if labeled_size is not None and labeled_size < 1:
             raise ValueError(f"labeled_size must be at least 1, not {labeled_size}")
@@ -89,19 +119,22 @@ class DependencyDataModule(LightningDataModule):
         self.num_workers = num_workers
         self.skip_invalid_trees = skip_invalid_trees
         self.seed = seed
+        self.shuffle_buffer = shuffle_buffer
+        self.on_bad_unlabeled = on_bad_unlabeled
 
         self.upos_vocab = build_upos_vocab()
         self.label_vocab: Vocab | None = None
         self.train_sentences: list[Sentence] = []
-        self.unlabeled_sentences: list[Sentence] = []
+        self.unlabeled_sources: list[Source] = []
+        self.unlabeled_has_upos = False
         self.dev_sentences: list[Sentence] = []
         self.test_sentences: list[Sentence] = []
         self.predict_sentences: list[Sentence] = []
 
     @property
-    def has_upos(self) -> bool:
-        """Whether there are unlabeled sentences and all carry UPOS tags (False for text)."""
-        return has_upos(self.unlabeled_sentences)
+    def has_unlabeled(self) -> bool:
+        """Whether training has unlabeled sentences (``unlabeled`` or ``labeled_size``)."""
+        return bool(self.unlabeled_sources)
 
     def path(self, split: Literal["train", "dev", "test"]) -> Path:
         """The file of a split: the explicit path, else the treebank's; must exist."""
@@ -127,13 +160,19 @@ class DependencyDataModule(LightningDataModule):
         """Read the files the stage needs; build ``label_vocab`` when training."""
         on_invalid = "skip" if self.skip_invalid_trees else "raise"
         if stage in ("fit", None):
-            train = read_conllu(self.path("train"), on_invalid=on_invalid)
-            unlabeled = read_sentences(self.unlabeled) if self.unlabeled else []
-            if self.labeled_size is not None:
-                rest = [dataclasses.replace(s, heads=None, deprels=None)
-                        for s in train[self.labeled_size:]]
-                train, unlabeled = train[:self.labeled_size], rest + unlabeled
-            self.train_sentences, self.unlabeled_sentences = train, unlabeled
+            path = self.path("train")
+            train = read_conllu(path, on_invalid=on_invalid)
+            sources = [Source(f) for f in expand_files(self.unlabeled)] if self.unlabeled else []
+            if self.labeled_size is not None and len(train) > self.labeled_size:
+                tail = int(train[self.labeled_size].source.rsplit(":", 1)[1])
+                sources.insert(0, Source(str(path), tail))
+                train = train[:self.labeled_size]
+            self.train_sentences, self.unlabeled_sources = train, sources
+            firsts = [source.first_sentence() for source in sources]
+            for source, first in zip(sources, firsts):
+                if first is None:
+                    raise ConlluError(f"{source.path}:{source.first_line}: no sentence that parses in the unlabeled file")
+            self.unlabeled_has_upos = has_upos(firsts)
             self.label_vocab = build_label_vocab(train)
         if stage in ("fit", "validate", None):
             self.dev_sentences = read_conllu(self.path("dev"), on_invalid=on_invalid)
@@ -155,25 +194,30 @@ class DependencyDataModule(LightningDataModule):
         if self.label_vocab is None:
             raise RuntimeError("no label vocabulary: fit first or restore a checkpoint (ckpt_path)")
 
-    def _loader(self, sentences: Sequence[Sentence], shuffle: bool = False,
-                seed: int = 0) -> DataLoader:
+    def _sampler(self, sentences: Sequence[Sentence], shuffle: bool) -> BucketBatchSampler:
         if not sentences:
             raise RuntimeError("no sentences loaded; call setup() with the right stage first")
-        sampler = BucketBatchSampler([len(s) for s in sentences], self.batch_tokens,
-                                     self.max_batch_sentences, shuffle=shuffle, seed=seed)
-        collate_fn = partial(_collate_indexed, upos_vocab=self.upos_vocab,
-                             label_vocab=self.label_vocab)
-        return DataLoader(_IndexedSentences(sentences), batch_sampler=sampler,
-                          collate_fn=collate_fn, num_workers=self.num_workers)
+        return BucketBatchSampler([len(s) for s in sentences], self.batch_tokens,
+                                  self.max_batch_sentences, shuffle=shuffle, seed=self.seed)
+
+    def _loader(self, sentences: Sequence[Sentence], loader: type[DataLoader] = DataLoader,
+                shuffle: bool = False) -> DataLoader:
+        collate_fn = partial(_collate_indexed, upos_vocab=self.upos_vocab, label_vocab=self.label_vocab)
+        return loader(_IndexedSentences(sentences), batch_size=None, sampler=self._sampler(sentences, shuffle),
+                      collate_fn=collate_fn, num_workers=self.num_workers)
 
     def train_dataloader(self) -> DataLoader | CombinedLoader:
         """Labeled Batches, or with unlabeled sentences a CombinedLoader whose steps are
-        ``{"labeled": Batch, "unlabeled": Batch}`` (the shorter side cycles)."""
-        labeled = self._loader(self.train_sentences, shuffle=True, seed=self.seed)
-        if not self.unlabeled_sentences:
+        ``{"labeled": Batch, "unlabeled": Batch}``; the labeled data sets the epoch's
+        length, the endless unlabeled stream runs on across epochs."""
+        labeled = self._loader(self.train_sentences, StatefulDataLoader, shuffle=True)
+        if not self.unlabeled_sources:
             return labeled
-        unlabeled = self._loader(self.unlabeled_sentences, shuffle=True, seed=self.seed + 1)
-        return CombinedLoader({"labeled": labeled, "unlabeled": unlabeled}, mode="max_size_cycle")
+        stream = SentenceStream(self.unlabeled_sources, self.upos_vocab, self.batch_tokens,
+                                self.max_batch_sentences, self.shuffle_buffer, self.seed + 1,
+                                self.on_bad_unlabeled)
+        unlabeled = Continuing(StatefulDataLoader(stream, batch_size=None, num_workers=self.num_workers))
+        return CombinedLoader({"labeled": labeled, "unlabeled": unlabeled}, mode="min_size")
 
     def val_dataloader(self) -> DataLoader:
         self._check_label_vocab()

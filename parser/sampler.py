@@ -1,60 +1,122 @@
-"""Length-bucketed batch sampling."""
+"""Length-bucketed batches: how sentences are cut into batches, and the sampler of the
+treebank splits (split across processes, resumable mid-epoch)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Iterator, Sequence
 
 import torch
-from torch.utils.data import Sampler
+import torch.distributed as dist
+from torch.utils.data import DistributedSampler
 
 
-class BucketBatchSampler(Sampler[list[int]]):
-    """Batches of indices of sentences of similar length.
+def length_batches(lengths: Sequence[int], order: Iterable[int], batch_tokens: int,
+                   max_sentences: int) -> list[list[int]]:
+    """The indices ``order`` sorted by length (stable, so ties keep their order) and cut
+    greedily into batches of at most ``max_sentences`` sentences and ``batch_tokens`` padded
+    words (batch size x longest length); a longer sentence gets a batch of its own."""
+    if batch_tokens < 1 or max_sentences < 1:
+        raise ValueError("batch_tokens and max_sentences must be positive")
+    batches: list[list[int]] = []
+    batch: list[int] = []
+    longest = 0
+    for i in sorted(order, key=lengths.__getitem__):
+        longest = max(longest, lengths[i])
+        too_many = len(batch) == max_sentences
+        too_long = longest * (len(batch) + 1) > batch_tokens
+        if batch and (too_many or too_long):
+            batches.append(batch)
+            batch, longest = [], lengths[i]
+        batch.append(i)
+    if batch:
+        batches.append(batch)
+    return batches
 
-    Sentences are sorted by length and cut greedily into batches of at most
-    ``max_sentences`` sentences and ``batch_tokens`` padded words (batch size x longest
-    length); a longer sentence gets a batch of its own. With ``shuffle``, ties in length
-    and the order of the batches are reshuffled on every iteration (seeded with ``seed``
-    plus the iteration count); without, the order is fixed.
+
+def replicas(num_replicas: int | None = None, rank: int | None = None) -> tuple[int, int]:
+    """``(num_replicas, rank)``; each one not given comes from ``torch.distributed`` when it
+    is initialised, else is 1 and 0."""
+    initialised = dist.is_available() and dist.is_initialized()
+    if num_replicas is None:
+        num_replicas = dist.get_world_size() if initialised else 1
+    if rank is None:
+        rank = dist.get_rank() if initialised else 0
+    if not 0 <= rank < num_replicas:
+        raise ValueError(f"rank {rank} outside 0..{num_replicas - 1}")
+    return num_replicas, rank
+
+
+class BucketBatchSampler(DistributedSampler):
+    """Batches (lists of indices) of sentences of similar length (``length_batches``),
+    split across ``num_replicas`` processes (default: from ``torch.distributed``).
+
+    - Training (``shuffle``): every epoch (``set_epoch``) reshuffles ties in length and
+      the order of the batches, seeded with ``seed + epoch``; process ``rank`` takes every
+      ``num_replicas``-th batch, and processes one short repeat a batch from the start, so
+      that all take ``len(self)`` steps (DDP steps in lockstep).
+    - Evaluation: the length-sorted batches in one permutation seeded with ``seed``, the
+      same every epoch, so that the first k batches (``limit_val_batches``) spread over all
+      lengths; every sentence goes to exactly one process, none is repeated (counts may
+      differ by one batch), and every process gets a batch when there are enough sentences.
+
+    It is a DistributedSampler that yields batches: a DataLoader takes it as ``sampler``
+    with ``batch_size=None`` (the dataset then gets lists of indices), and Lightning leaves
+    it in place instead of injecting its own. ``state_dict``: the epoch and the batches
+    yielded in it, so that a sampler given it by ``load_state_dict`` goes on with the next.
     """
 
     def __init__(self, lengths: Sequence[int], batch_tokens: int = 2000, max_sentences: int = 128,
-                 shuffle: bool = False, seed: int = 0):
-        if batch_tokens < 1 or max_sentences < 1:
-            raise ValueError("batch_tokens and max_sentences must be positive")
+                 shuffle: bool = False, seed: int = 0, num_replicas: int | None = None,
+                 rank: int | None = None):
+        num_replicas, rank = replicas(num_replicas, rank)
+        super().__init__(lengths, num_replicas=num_replicas, rank=rank, shuffle=shuffle, seed=seed)
         self.lengths = list(lengths)
         self.batch_tokens = batch_tokens
         self.max_sentences = max_sentences
-        self.shuffle = shuffle
-        self.seed = seed
-        self._iterations = 0
-        self._sorted_batches = self._cut(range(len(self.lengths)))
+        self._count = len(self._cut(range(len(self.lengths))))  # the same every epoch
+        self._start = self._yielded = 0
 
     def _cut(self, order: Iterable[int]) -> list[list[int]]:
-        batches: list[list[int]] = []
-        batch: list[int] = []
-        longest = 0
-        for i in sorted(order, key=self.lengths.__getitem__):
-            longest = max(longest, self.lengths[i])
-            too_many = len(batch) == self.max_sentences
-            too_long = longest * (len(batch) + 1) > self.batch_tokens
-            if batch and (too_many or too_long):
-                batches.append(batch)
-                batch, longest = [], self.lengths[i]
-            batch.append(i)
-        if batch:
-            batches.append(batch)
-        return batches
+        return length_batches(self.lengths, order, self.batch_tokens, self.max_sentences)
+
+    def _batches(self) -> list[list[int]]:
+        """This process's batches of the current epoch."""
+        if self.shuffle:
+            generator = torch.Generator().manual_seed(self.seed + self.epoch)
+            batches = self._cut(torch.randperm(len(self.lengths), generator=generator).tolist())
+            batches = [batches[i] for i in torch.randperm(len(batches), generator=generator).tolist()]
+            total = len(self) * self.num_replicas
+            batches = (batches * math.ceil(total / len(batches)))[:total]
+            return batches[self.rank::self.num_replicas]
+        batches = self._cut(range(len(self.lengths)))
+        while len(batches) < self.num_replicas and any(len(batch) > 1 for batch in batches):
+            big = max(range(len(batches)), key=lambda i: len(batches[i]))
+            half = len(batches[big]) // 2
+            batches[big:big + 1] = [batches[big][:half], batches[big][half:]]
+        generator = torch.Generator().manual_seed(self.seed)
+        batches = [batches[i] for i in torch.randperm(len(batches), generator=generator).tolist()]
+        return batches[self.rank::self.num_replicas]
 
     def __iter__(self) -> Iterator[list[int]]:
-        if not self.shuffle:
-            yield from self._sorted_batches
-            return
-        generator = torch.Generator().manual_seed(self.seed + self._iterations)
-        self._iterations += 1
-        batches = self._cut(torch.randperm(len(self.lengths), generator=generator).tolist())
-        for i in torch.randperm(len(batches), generator=generator).tolist():
-            yield batches[i]
+        start, self._start = self._start, 0
+        self._yielded = start
+        return self._iterate(start)
+
+    def _iterate(self, start: int) -> Iterator[list[int]]:
+        # The batches are made at the first next(), after Lightning's set_epoch.
+        for batch in self._batches()[start:]:
+            self._yielded += 1
+            yield batch
 
     def __len__(self) -> int:
-        return len(self._sorted_batches)
+        if self.shuffle:
+            return math.ceil(self._count / self.num_replicas)
+        return len(self._batches())
+
+    def state_dict(self) -> dict:
+        return {"epoch": self.epoch, "batches": self._yielded}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.epoch = state["epoch"]
+        self._start = self._yielded = state["batches"]

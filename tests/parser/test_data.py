@@ -13,9 +13,9 @@ from lightning.pytorch.utilities import CombinedLoader
 
 from parser import fetch
 from parser.batch import Batch, collate
-from parser.datamodule import DependencyDataModule
-from parser.sampler import BucketBatchSampler
+from parser.datamodule import DependencyDataModule, expand_files
 from parser.sentences import ConlluError, has_upos, read_conllu, read_sentences, read_text, write_conllu
+from parser.stream import Source
 from parser.vocab import Vocab, build_label_vocab, build_upos_vocab
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -228,28 +228,6 @@ def test_batch_moves_to_device_as_a_dataclass():
     assert isinstance(batch, Batch) and batch.labels is None and batch.heads.shape == (2, 8)
 
 
-def test_bucket_sampler():
-    lengths = [5, 40, 3, 17, 3, 8, 90, 12, 5, 5, 22, 1]
-    sampler = BucketBatchSampler(lengths, batch_tokens=40, max_sentences=3)
-    batches = list(sampler)
-    assert sorted(i for batch in batches for i in batch) == list(range(len(lengths)))
-    assert len(sampler) == len(batches)
-    for batch in batches:
-        assert len(batch) <= 3
-        assert len(batch) == 1 or len(batch) * max(lengths[i] for i in batch) <= 40
-    assert [6] in batches  # longer than the budget: alone
-    assert list(sampler) == batches  # evaluation order is fixed
-
-    shuffled = BucketBatchSampler(lengths, batch_tokens=40, max_sentences=3, shuffle=True, seed=1)
-    epochs = [list(shuffled) for _ in range(3)]
-    for epoch in epochs:
-        assert len(epoch) == len(batches)
-        assert sorted(i for batch in epoch for i in batch) == list(range(len(lengths)))
-    assert epochs[0] != epochs[1] or epochs[1] != epochs[2]
-    again = BucketBatchSampler(lengths, batch_tokens=40, max_sentences=3, shuffle=True, seed=1)
-    assert list(again) == epochs[0]
-
-
 @pytest.fixture
 def treebank(tmp_path):
     """A UD-style root with treebank UD_Tiny: the fixture as train, WORDS as dev and test."""
@@ -264,7 +242,7 @@ def treebank(tmp_path):
 def test_datamodule_labeled_only(treebank):
     data = DependencyDataModule("UD_Tiny", root=str(treebank), batch_tokens=100)
     data.setup("fit")
-    assert len(data.train_sentences) == 2 and not data.unlabeled_sentences
+    assert len(data.train_sentences) == 2 and not data.has_unlabeled
     assert data.label_vocab == build_label_vocab(data.train_sentences)
     batches = list(data.train_dataloader())
     assert all(isinstance(b, Batch) for b in batches)
@@ -284,22 +262,46 @@ def test_datamodule_semi_supervised(treebank, tmp_path):
                                 batch_tokens=6, max_batch_sentences=1)
     data.setup("fit")
     assert [s.words[0] for s in data.train_sentences] == ["Vamos"]
-    assert [s.words[0] for s in data.unlabeled_sentences] == ["Sue", "more"]
-    assert all(s.heads is None for s in data.unlabeled_sentences)
+    train = treebank / "UD_Tiny" / "xx_tiny-ud-train.conllu"
+    assert data.unlabeled_sources == [Source(str(train), 13), Source(str(text))]
+    assert data.has_unlabeled and not data.unlabeled_has_upos  # the text file has no tags
     assert data.label_vocab == build_label_vocab(data.train_sentences)
-    assert not data.has_upos  # the text file has no tags
 
     loader = data.train_dataloader()
     assert isinstance(loader, CombinedLoader)
-    steps = list(loader)
-    assert len(steps) == 2  # the longer (unlabeled) side sets the length
-    for step, _, _ in steps:
-        assert step["labeled"].heads is not None
-        assert step["unlabeled"].heads is None and step["unlabeled"].labels is None
+    iter(loader)
+    assert len(loader) == 1  # the labeled side sets the length; the stream runs on
+    seen = []
+    for epoch in range(3):
+        for step, _, _ in loader:
+            assert step["labeled"].heads is not None
+            assert step["unlabeled"].heads is None and step["unlabeled"].labels is None
+            seen.append(step["unlabeled"].words[0][0])
+    assert sorted(seen[:2]) == ["Sue", "more"]  # one pass over both sources, across two epochs
+    assert seen[2] in ("Sue", "more")  # and on into the next pass
 
     data = DependencyDataModule("UD_Tiny", root=str(treebank), labeled_size=1)
     data.setup("fit")
-    assert data.has_upos
+    assert data.unlabeled_has_upos
+    data = DependencyDataModule("UD_Tiny", root=str(treebank))
+    data.setup("fit")
+    assert not data.has_unlabeled and not data.unlabeled_has_upos
+
+
+def test_datamodule_unlabeled_files_globs_and_lists(treebank, tmp_path):
+    for name in ("a.txt", "b.txt.gz", "c.conllu"):
+        (tmp_path / name).write_bytes(b"")
+    data = DependencyDataModule("UD_Tiny", root=str(treebank))
+    assert expand_files(str(tmp_path / "*.txt*")) == [str(tmp_path / "a.txt"), str(tmp_path / "b.txt.gz")]
+    assert expand_files([str(tmp_path / "c.conllu"), str(tmp_path / "a.*")]) == [str(tmp_path / n) for n in ("c.conllu", "a.txt")]
+    with pytest.raises(FileNotFoundError, match="nothing matches .*/none\\*"):
+        expand_files(str(tmp_path / "none*"))
+    with pytest.raises(FileNotFoundError, match="unlabeled file .*missing.txt not found"):
+        expand_files([str(tmp_path / "a.txt"), str(tmp_path / "missing.txt")])
+    data = DependencyDataModule("UD_Tiny", root=str(treebank), unlabeled=str(tmp_path / "a.txt"))
+    (tmp_path / "a.txt").write_bytes(b"\n\n")
+    with pytest.raises(ConlluError, match="a.txt:1: no sentence that parses"):
+        data.setup("fit")
 
 
 def test_datamodule_state_dict_and_predict(treebank, tmp_path):

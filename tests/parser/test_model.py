@@ -112,7 +112,7 @@ def test_ge_targets_come_from_the_labeled_sentences(tiny_bert_dir, small_treeban
     model = Parser(encoder=str(tiny_bert_dir), arc_size=32, label_size=16, unsupervised=ge)
     _trainer(tmp_path, steps=2).fit(model, data)
     labeled = collate(data.train_sentences, model.upos_vocab, None)
-    assert len(data.train_sentences) == 15 and data.unlabeled_sentences
+    assert len(data.train_sentences) == 15 and data.has_unlabeled
     expected = estimate_targets(ge.constraints, labeled.heads, labeled.upos, labeled.lengths, model.upos_vocab.itos, 3)
     assert expected.isfinite().any() and expected.isnan().any()
     torch.testing.assert_close(ge.targets, expected.float(), equal_nan=True)

@@ -1,0 +1,90 @@
+"""BucketBatchSampler: length buckets split across processes, representative evaluation
+order, per-epoch reshuffling and mid-epoch resume."""
+
+import pytest
+from torch.utils.data import DistributedSampler
+
+from parser.sampler import BucketBatchSampler, length_batches
+
+LENGTHS = [5, 40, 3, 17, 3, 8, 90, 12, 5, 5, 22, 1, 30, 2, 9, 14, 7, 6, 11, 4, 25, 3]
+
+
+def sampler(**kwargs):
+    return BucketBatchSampler(LENGTHS, batch_tokens=40, max_sentences=3, **kwargs)
+
+
+def flat(batches):
+    return sorted(i for batch in batches for i in batch)
+
+
+def test_batches_respect_the_budget():
+    batches = length_batches(LENGTHS, range(len(LENGTHS)), 40, 3)
+    assert flat(batches) == list(range(len(LENGTHS)))
+    for batch in batches:
+        assert len(batch) <= 3
+        assert len(batch) == 1 or len(batch) * max(LENGTHS[i] for i in batch) <= 40
+    assert [6] in batches  # longer than the budget: alone
+    assert isinstance(sampler(), DistributedSampler)  # so Lightning does not inject its own
+
+
+def test_evaluation_order_is_fixed_and_spread_over_lengths():
+    one = sampler()
+    batches = list(one)
+    assert flat(batches) == list(range(len(LENGTHS))) and len(one) == len(batches)
+    assert list(one) == batches and list(sampler()) == batches  # every epoch, every instance
+    one.set_epoch(3)
+    assert list(one) == batches
+    by_length = length_batches(LENGTHS, range(len(LENGTHS)), 40, 3)
+    assert batches[:2] != by_length[:2]  # not the shortest sentences first
+    assert max(LENGTHS[i] for batch in batches[:2] for i in batch) > sorted(LENGTHS)[len(LENGTHS) // 2]
+
+
+@pytest.mark.parametrize("replicas", [2, 3])
+def test_evaluation_split_has_no_duplicates_or_gaps(replicas):
+    parts = [list(sampler(num_replicas=replicas, rank=r)) for r in range(replicas)]
+    assert flat(b for part in parts for b in part) == list(range(len(LENGTHS)))
+    assert max(map(len, parts)) - min(map(len, parts)) <= 1
+    assert [len(sampler(num_replicas=replicas, rank=r)) for r in range(replicas)] == list(map(len, parts))
+
+
+def test_evaluation_gives_every_process_a_batch():
+    few = BucketBatchSampler([3, 4, 5], batch_tokens=100, num_replicas=2, rank=0)
+    parts = [list(BucketBatchSampler([3, 4, 5], batch_tokens=100, num_replicas=2, rank=r)) for r in range(2)]
+    assert all(parts) and flat(parts[0] + parts[1]) == [0, 1, 2] and len(few) == len(parts[0])
+
+
+def test_training_split_has_equal_counts_and_covers_everything():
+    parts = [list(sampler(shuffle=True, num_replicas=3, rank=r)) for r in range(3)]
+    count = len(length_batches(LENGTHS, range(len(LENGTHS)), 40, 3))
+    assert [len(p) for p in parts] == [-(-count // 3)] * 3 == [len(sampler(shuffle=True, num_replicas=3, rank=0))] * 3
+    assert set(flat(b for part in parts for b in part)) == set(range(len(LENGTHS)))
+    assert sum(map(len, parts)) - count < 3  # padding repeats fewer batches than processes
+
+
+def test_set_epoch_reshuffles_reproducibly():
+    one = sampler(shuffle=True, seed=1)
+    epochs = []
+    for epoch in range(3):
+        one.set_epoch(epoch)
+        epochs.append(list(one))
+        assert flat(epochs[-1]) == list(range(len(LENGTHS)))
+    assert epochs[0] != epochs[1] != epochs[2]
+    again = sampler(shuffle=True, seed=1)
+    again.set_epoch(1)
+    assert list(again) == epochs[1]
+    assert list(sampler(shuffle=True, seed=2)) != epochs[0]
+
+
+def test_state_dict_resumes_with_the_next_batch():
+    one = sampler(shuffle=True, seed=5)
+    one.set_epoch(2)
+    expected = list(one)
+    iterator = iter(one)
+    consumed = [next(iterator) for _ in range(4)]
+    state = one.state_dict()
+    assert state == {"epoch": 2, "batches": 4}
+    resumed = sampler(shuffle=True, seed=5)
+    resumed.load_state_dict(state)
+    assert resumed.state_dict() == state
+    assert consumed + list(resumed) == expected
+    assert list(resumed) == expected  # the next epoch is whole again
