@@ -143,3 +143,15 @@ def test_shipped_minilm_offline():
     out = encoder([["Offline", "encoders", "work", "."], ["Yes", "!"]])
     assert encoder.hidden_size == 384 and out.shape == (2, 5, 384)
     assert torch.isfinite(out).all() and out[1, 3:].eq(0).all()
+
+
+def test_windows_of_very_different_lengths_run_in_chunks_with_the_same_result(tiny_bert_dir):
+    """A long word (a URL) among short sentences: chunking windows by length changes
+    nothing but the padding (the 9 GB spike of the default EWT run)."""
+    encoder = WordEncoder(str(tiny_bert_dir)).eval()
+    words = [["http://www.example.com/" + "a/b-c_d" * 12], *[["Thanks", "!"]] * 20, ["Hi"]]
+    with torch.no_grad():
+        one_chunk = encoder(words)
+        encoder.PADDED_SUBWORDS_PER_CHUNK = 64  # several chunks
+        chunked = encoder(words)
+    torch.testing.assert_close(chunked, one_chunk, rtol=1e-5, atol=1e-5)
