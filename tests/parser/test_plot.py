@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import json
 from pathlib import Path
 
 import pytest
@@ -76,3 +77,19 @@ def test_cli_without_logs_says_so_in_one_line(tmp_path, capsys):
     assert exit.value.code == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and "no metrics.csv" in err and len(err.strip().splitlines()) == 1
+
+
+def test_low_resource_report_draws_its_figure(tmp_path):
+    """benchmarks.low_resource --report: LAS by recipe and labeled size, a seed per point."""
+    from benchmarks.low_resource import _recipe, figure as report_figure
+
+    rows = [{"objective": o, "variant": v, "labeled": k, "seed": s, "train_seconds": 60, "max_steps": 400,
+             "uas": 60.0 + s, "las": 50.0 + s + (k == 1000) * 20}
+            for k in (100, 1000) for s in (1, 2, 3)
+            for o, v in (("supervised", ""), ("ge", "--model.unsupervised_weight 0.1"))]
+    results = tmp_path / "results.jsonl"
+    results.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    output = report_figure(results, tmp_path / "figures" / "low_resource.png")
+    assert output.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+    assert _recipe("ge", "--model.unsupervised_weight 0.1 --model.unsupervised_schedule linear_decay") == \
+        "ge (shipped rules, λ 0.1, decaying λ)"
