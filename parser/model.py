@@ -150,7 +150,7 @@ class Parser(LightningModule):
             if objective is not None:
                 objective.setup(context)
         if self.unsupervised is not None and self.unsupervised.needs_upos and datamodule is not None:
-            if datamodule.unlabeled_sentences and not datamodule.has_upos:
+            if datamodule.has_unlabeled and not datamodule.unlabeled_has_upos:
                 raise ValueError(
                     f"{type(self.unsupervised).__name__} needs UPOS tags on the unlabeled sentences, "
                     "but they have none (plain text?): give tagged CoNLL-U via --data.unlabeled"
