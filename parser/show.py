@@ -80,6 +80,22 @@ def _height(distance: float) -> float:
     return 1.8 * distance**0.65
 
 
+def _starts(x: np.ndarray, heads: Sequence[int]) -> dict[int, float]:
+    """x where each word's arc leaves its head: a head's arcs to one side fan out from its
+    centre (kept for its incoming arrow), the longest innermost, so that they stay nested."""
+    starts = {}
+    for h in set(heads) - {0}:
+        for side in (-1, 1):
+            children = sorted((m for m, head in enumerate(heads, 1) if head == h and (m - h) * side > 0),
+                              key=lambda m: -abs(m - h))
+            neighbour = h - 1 + side  # index of the next word on this side
+            room = 0.3 * abs(x[neighbour] - x[h - 1]) if 0 <= neighbour < len(x) else 2.4
+            step = min(0.5, (room - 0.6) / max(len(children) - 1, 1))
+            for k, m in enumerate(children):
+                starts[m] = x[h - 1] + side * (0.6 + step * k)
+    return starts
+
+
 def draw_tree(ax, words: Sequence[str], heads: Sequence[int], labels: Sequence[str] | None = None,
               gold_heads: Sequence[int] | None = None) -> None:
     """Draw the tree on ``ax`` (data units of :data:`CHAR` inches): words on a line, one arc
@@ -90,6 +106,7 @@ def draw_tree(ax, words: Sequence[str], heads: Sequence[int], labels: Sequence[s
 
     x = _positions(words)
     crossing = nonprojective(heads)
+    starts = _starts(x, heads)
     top = max([_height(abs(x[h - 1] - x[m - 1])) for m, h in enumerate(heads, 1) if h] + [2.0]) + 3.0
     for m, h in enumerate(heads, 1):
         color = NONPROJECTIVE if crossing[m - 1] else ARC
@@ -99,8 +116,7 @@ def draw_tree(ax, words: Sequence[str], heads: Sequence[int], labels: Sequence[s
             start, end = (x[m - 1], top), (x[m - 1], 0.3)
             vertices, apex = [start, end], (x[m - 1], top + 0.4)
         else:
-            begin = x[h - 1] + np.sign(x[m - 1] - x[h - 1]) * 0.7  # leave the word's centre to its incoming arrow
-            centre, radius = (begin + x[m - 1]) / 2, (x[m - 1] - begin) / 2
+            centre, radius = (starts[m] + x[m - 1]) / 2, (x[m - 1] - starts[m]) / 2
             height = _height(abs(x[m - 1] - x[h - 1]))
             t = np.linspace(np.pi, 0, 48 + int(4 * height))  # smooth where long arcs are steep
             vertices = np.column_stack([centre + radius * np.cos(t), 0.3 + height * np.sin(t)])
@@ -150,12 +166,15 @@ def draw_marginals(ax, marginals: np.ndarray, words: Sequence[str], heads: Seque
     ax.tick_params(length=0)
     cell = ax.get_window_extent().width / n / ax.figure.dpi * 72  # points per cell
     legend = []
-    for tree, marker, color, size, label in ((heads, "s", PREDICTED, 0.82, "predicted tree"),
-                                             (gold_heads, "x", GOLD, 0.45, "gold tree")):
-        if tree is not None:
-            ax.scatter(range(n), tree, marker=marker, s=(size * cell) ** 2, linewidths=1.4,
-                       **({"facecolors": "none", "edgecolors": color} if marker == "s" else {"color": color}))
-            legend.append(Line2D([], [], marker=marker, linestyle="", markerfacecolor="none", color=color, label=label))
+    if heads is not None:
+        ax.scatter(range(n), heads, marker="s", s=(0.82 * cell) ** 2, facecolors="none", edgecolors=PREDICTED,
+                   linewidths=1.4)
+        legend.append(Line2D([], [], marker="s", linestyle="", markerfacecolor="none", color=PREDICTED,
+                             label="predicted tree"))
+    if gold_heads is not None:  # white-edged, to show on dark cells too
+        ax.scatter(range(n), gold_heads, marker="X", s=(0.5 * cell) ** 2, color=GOLD, edgecolors="white",
+                   linewidths=0.6)
+        legend.append(Line2D([], [], marker="X", linestyle="", color=GOLD, markeredgecolor="white", label="gold tree"))
     if legend:
         ax.legend(handles=legend, loc="lower left", bbox_to_anchor=(0, 1), ncol=2, frameon=False, fontsize=8,
                   borderaxespad=0.2, handletextpad=0.2)
@@ -210,10 +229,11 @@ def draw(parse, path: str | Path | None = None, gold_heads: Sequence[int] | None
 
 
 def _summary(heads: Sequence[int], labels: Sequence[str], gold_heads: Sequence[int], gold_labels: Sequence[str]) -> str:
-    """``heads 7/9, labels 6/9 as gold``: the parse against the gold tree."""
+    """``UAS 7/9, LAS 6/9 against gold``: the parse scored against the gold tree."""
     right = [h == g for h, g in zip(heads, gold_heads)]
-    labeled = sum(r and l == g for r, l, g in zip(right, labels, gold_labels))
-    return f"heads {sum(right)}/{len(heads)}, heads and labels {labeled}/{len(heads)} as gold"
+    universal = [l.split(":")[0] == g.split(":")[0] for l, g in zip(labels, gold_labels)]  # as the CoNLL 2018 scorer
+    labeled = sum(r and u for r, u in zip(right, universal))
+    return f"UAS {sum(right)}/{len(heads)}, LAS {labeled}/{len(heads)} against gold"
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -233,7 +253,7 @@ def main(argv: list[str] | None = None) -> None:
 def show(checkpoint: str, output: str, sentence: str | None = None, conllu: str | None = None, index: int = 0) -> list[str]:
     """Parse ``sentence`` (words separated by spaces), or sentence ``index`` of the file
     ``conllu`` with its tree as gold, and draw it to ``output``; returns the words."""
-    from .model import Parser  # here: drawing alone needs neither torch nor transformers
+    from .model import Parser  # here: drawing alone needs neither transformers nor Lightning
 
     check_output(output)
     gold = None
