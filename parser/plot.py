@@ -68,6 +68,9 @@ def read_metrics(path: str | Path) -> Curves:
                     steps, values = curves.setdefault(name, ([], []))
                     steps.append(int(float(step)))
                     values.append(number)
+    for name, (steps, values) in curves.items():  # in step order, whatever order the rows came in
+        order = sorted(range(len(steps)), key=steps.__getitem__)
+        curves[name] = ([steps[i] for i in order], [values[i] for i in order])
     return curves
 
 
