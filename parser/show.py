@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import textwrap
 from collections.abc import Sequence
+from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
@@ -69,7 +70,7 @@ def _check(words: Sequence[str], heads: Sequence[int], labels: Sequence[str] | N
 def _positions(words: Sequence[str]) -> np.ndarray:
     """x of each word in characters: neighbours apart by their half-widths plus room for a label."""
     x = [0.0]
-    for left, right in zip(words, words[1:]):
+    for left, right in pairwise(words):
         x.append(x[-1] + max((len(left) + len(right)) / 2 + 2.5, 8.0))
     return np.array(x)
 
@@ -253,7 +254,8 @@ def main(argv: list[str] | None = None) -> None:
 def show(checkpoint: str, output: str, sentence: str | None = None, conllu: str | None = None, index: int = 0) -> list[str]:
     """Parse ``sentence`` (words separated by spaces), or sentence ``index`` of the file
     ``conllu`` with its tree as gold, and draw it to ``output``; returns the words."""
-    from .model import Parser  # here: drawing alone needs neither transformers nor Lightning
+    # imported here: drawing alone needs neither transformers nor Lightning
+    from .model import Parser
 
     check_output(output)
     gold = None

@@ -81,7 +81,8 @@ def test_cli_without_logs_says_so_in_one_line(tmp_path, capsys):
 
 def test_low_resource_report_draws_its_figure(tmp_path):
     """benchmarks.low_resource --report: LAS by recipe and labeled size, a seed per point."""
-    from benchmarks.low_resource import _recipe, figure as report_figure
+    from benchmarks.low_resource import _recipe
+    from benchmarks.low_resource import figure as report_figure
 
     rows = [{"objective": o, "variant": v, "labeled": k, "seed": s, "train_seconds": 60, "max_steps": 400,
              "uas": 60.0 + s, "las": 50.0 + s + (k == 1000) * 20}

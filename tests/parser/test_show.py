@@ -14,7 +14,7 @@ from parser.show import MAX_WORDS, draw, figure, main, nonprojective
 
 # "A hearing is scheduled on the issue today ." with "on the issue" attached to "hearing":
 # the arc hearing -> issue crosses scheduled -> today and the root arrow.
-WORDS = "A hearing is scheduled on the issue today .".split()
+WORDS = ["A", "hearing", "is", "scheduled", "on", "the", "issue", "today", "."]
 HEADS = [2, 4, 4, 0, 7, 7, 2, 4, 4]
 LABELS = ["det", "nsubj:pass", "aux:pass", "root", "case", "det", "nmod", "obl:tmod", "punct"]
 
