@@ -647,23 +647,32 @@ def part_peers(args) -> str:
 # --------------------------------------------------------------------------- engine: before / after
 
 
-def load_engine(revision: str):
-    """``objectives.mtt`` and ``objectives.expectations`` as they were at a git revision,
-    imported as a throwaway package (for before/after timings on the same inputs)."""
+def load_objectives(revision: str):
+    """The ``objectives`` package as it was at a git revision, imported under another name
+    (for before/after timings on the same inputs)."""
     import importlib
     import subprocess
     import tempfile
 
-    root = Path(tempfile.mkdtemp()) / "engine_at_revision"
+    name = f"objectives_at_{revision.replace('-', '_').replace('~', '_').replace('^', '_')}"
+    root = Path(tempfile.mkdtemp()) / name
     root.mkdir()
-    (root / "__init__.py").write_text("")
-    for name in ("mtt", "expectations"):
-        source = subprocess.run(
-            ["git", "show", f"{revision}:objectives/{name}.py"], cwd=REPO, check=True, capture_output=True, text=True
-        ).stdout
-        (root / f"{name}.py").write_text(source)
+    files = subprocess.run(
+        ["git", "ls-tree", "--name-only", revision, "objectives/"], cwd=REPO, check=True, capture_output=True, text=True
+    ).stdout.split()
+    for path in files:
+        if path.endswith(".py"):
+            source = subprocess.run(["git", "show", f"{revision}:{path}"], cwd=REPO, check=True, capture_output=True, text=True)
+            (root / Path(path).name).write_text(source.stdout)
     sys.path.insert(0, str(root.parent))
-    return importlib.import_module("engine_at_revision.expectations")
+    return importlib.import_module(name)
+
+
+def load_engine(revision: str):
+    """``objectives.expectations`` as it was at a git revision (see :func:`load_objectives`)."""
+    import importlib
+
+    return importlib.import_module(load_objectives(revision).__name__ + ".expectations")
 
 
 def part_engine(args) -> str:
@@ -708,9 +717,119 @@ def part_engine(args) -> str:
     )
 
 
+
+# --------------------------------------------------------------------------- GE memory
+
+
+GE_CASES = ("entropy regulariser", "GE tag_pairs, reverse", "GE tag_pairs, t2")
+
+
+def ge_memory_inputs(batch: int, n: int, seed: int = 0):
+    """Random float32 arc scores ``(B, N+1, N+1)`` (all sentences N words) and random UD tags."""
+    from objectives.conventions import UPOS_TAGS
+
+    g = torch.Generator().manual_seed(seed)
+    scores = 2.0 * torch.randn(batch, n + 1, n + 1, generator=g)
+    upos = torch.randint(2, 2 + len(UPOS_TAGS), (batch, n + 1), generator=g)
+    upos[:, 0] = 0
+    return scores, upos, torch.full((batch,), n), ("<pad>", "<unk>", *UPOS_TAGS)
+
+
+def ge_memory_objective(case: str, revision: str | None, vocab):
+    """The objective of ``case``, from the working tree or from ``objectives`` at ``revision``."""
+    package = load_objectives(revision) if revision else __import__("objectives")
+    if case == "entropy regulariser":
+        return package.EntropyRegularizer()
+    gradient = case.rsplit(" ", 1)[1]
+    if revision:  # the API before the setup hook
+        objective = package.GeneralizedExpectation("tag_pairs", gradient=gradient, upos_vocab=vocab, targets_from="labeled")
+    else:
+        objective = package.GeneralizedExpectation("tag_pairs", gradient=gradient, targets_from="labeled")
+        objective.setup(package.ObjectiveContext(stage="validate", tags=vocab))
+    objective.targets = torch.rand(len(objective.targets), generator=torch.Generator().manual_seed(1))
+    return objective
+
+
+def ge_memory_case(args) -> dict:
+    """One case in this process: ms per loss + backward (median) and peak memory above the
+    inputs (resident set via ``getrusage``, and torch's allocator via the profiler)."""
+    import resource
+    from dataclasses import dataclass
+
+    from objectives.objective import Scores
+
+    @dataclass
+    class Batch:
+        lengths: torch.Tensor
+        upos: torch.Tensor
+
+    scores, upos, lengths, vocab = ge_memory_inputs(args.batch_size, args.n)
+    objective = ge_memory_objective(args.case, args.against_ge, vocab)
+    batch = Batch(lengths, upos)
+
+    def step():
+        x = scores.clone().requires_grad_()
+        objective(Scores(x), batch).backward()
+
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    step()  # the first call reaches the peak
+    rss = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) * 1024
+    allocated = peak_memory(step)
+    times = []
+    for _ in range(args.repeats):
+        start = __import__("time").perf_counter()
+        step()
+        times.append(__import__("time").perf_counter() - start)
+    return {"case": args.case, "seconds": median(times), "rss": rss, "allocated": allocated}
+
+
+def part_ge_memory(args) -> str:
+    """GE (tag_pairs, K = 595) loss + backward against the entropy regulariser on the same
+    random scores, each case in a fresh process (interleaved over ``--repeats`` rounds)."""
+    import json
+    import subprocess
+
+    if args.case:
+        return json.dumps(ge_memory_case(args))
+    cases = [(case, None) for case in GE_CASES]
+    if args.against_ge:
+        cases += [(case, args.against_ge) for case in GE_CASES[1:]]
+    results: dict[tuple, list[dict]] = {case: [] for case in cases}
+    rounds = 1 if args.quick else 3
+    for _ in range(rounds):
+        for case, revision in cases:
+            command = [sys.executable, "-m", "benchmarks.expectations", "ge-memory", "--case", case, "--n", str(args.n),
+                       "--batch-size", str(args.batch_size), "--repeats", str(args.repeats), "--threads", str(args.threads)]
+            if revision:
+                command += ["--against-ge", revision]
+            out = subprocess.run(command, cwd=REPO, check=True, capture_output=True, text=True).stdout
+            results[(case, revision)].append(json.loads(out.strip().splitlines()[-1]))
+    keys = ("seconds", "rss", "allocated")
+    base = {key: median([r[key] for r in results[(GE_CASES[0], None)]]) for key in keys}
+    rows = []
+    for (case, revision), runs in results.items():
+        values = {key: median([r[key] for r in runs]) for key in keys}
+        rows.append([case + (f" (at `{revision}`)" if revision else ""), fmt_ms(values["seconds"]),
+                     f"{values['seconds'] / base['seconds']:.2f}x",
+                     fmt_bytes(values["rss"]), f"{values['rss'] / base['rss']:.2f}x",
+                     fmt_bytes(values["allocated"]), f"{values['allocated'] / base['allocated']:.2f}x"])
+    header = ["objective", "ms (loss + backward)", "time / entropy", "peak RSS above inputs", "RSS / entropy",
+              "peak allocated (torch)", "allocated / entropy"]
+    return (f"B={args.batch_size}, N={args.n} (all full length), float32 scores, random UD tags, {rounds} fresh "
+            f"processes per case (medians; in each, the median of {args.repeats} calls):\n\n" + markdown_table(header, rows))
+
+
 # --------------------------------------------------------------------------- main
 
-PARTS = {"table1": part_table1, "ge": part_ge, "scaling": part_scaling, "peers": part_peers, "engine": part_engine}
+PARTS = {
+    "table1": part_table1,
+    "ge": part_ge,
+    "scaling": part_scaling,
+    "peers": part_peers,
+    "engine": part_engine,
+    "ge-memory": part_ge_memory,
+}
+STANDALONE = ("engine", "ge-memory")  # not in ``all``
 
 
 def main(argv=None) -> None:
@@ -726,13 +845,19 @@ def main(argv=None) -> None:
     parser.add_argument("--plot", default=None, help="scaling: write the plot here (PNG)")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--against", default="5d6ff0c", help="engine: git revision of the 'before' engine")
+    parser.add_argument("--against-ge", default=None, help="ge-memory: also time GE at this git revision")
+    parser.add_argument("--n", type=int, default=60, help="ge-memory: sentence length")
+    parser.add_argument("--case", default=None, help=argparse.SUPPRESS)  # ge-memory: one case, in this process
     args = parser.parse_args(argv)
     if args.quick:
         args.sentences, args.ge_sentences, args.repeats, args.languages = 12, 12, 2, 2
     setup(args.threads)
+    if args.case:
+        print(part_ge_memory(args))
+        return
     print(f"<!-- {machine()} -->\n")
     for name, part in PARTS.items():
-        if args.part == name or (args.part == "all" and name != "engine"):
+        if args.part == name or (args.part == "all" and name not in STANDALONE):
             print(f"### {name}\n\n{part(args)}\n", flush=True)
 
 

@@ -127,10 +127,17 @@ def entropy_from(prepared: Prepared) -> Tensor:
 
 
 def _entropy_terms(factor: Factorisation) -> tuple[Tensor, Tensor, Tensor]:
-    """``(H (B,), s (B, N+1, N+1) the scores with 0 off the arcs and on forbidden arcs, mu * s)``."""
-    finite = factor.scores.nan_to_num(0.0, 0.0, 0.0)
+    """``(H (B,), s, mu * s)`` with ``s`` ``(B, N+1, N+1)`` the log-weights, 0 off the arcs
+    and on forbidden arcs.
+
+    ``H = log Z - sum_e mu_e scores_e = log det L(w) - sum_e mu_e log w_e``: each word's
+    marginals sum to 1, so the per-word shifts cancel exactly instead of in rounding; and
+    the Hessian of log Z maps per-word shifts to 0, so ``s`` also gives the gradient.
+    """
+    finite = factor.log_weights.nan_to_num(0.0, 0.0, 0.0)
     mu_s = factor.marginals() * finite
-    return (factor.log_partition - mu_s.sum((-2, -1))).clamp_min_(0.0), finite, mu_s  # < 0 only by rounding
+    value = factor.log_partition - factor.shift - mu_s.sum((-2, -1))
+    return value.clamp_min_(0.0), finite, mu_s  # < 0 only by rounding
 
 
 class _Entropy(torch.autograd.Function):
@@ -266,7 +273,7 @@ def _arc_covariance(prepared: Prepared, r: Tensor, s: Tensor) -> Tensor:
     """Unlabeled T2 ``(B, R, S)`` in the compute dtype. The cubic part runs over the smaller of R and S."""
     if r.shape[-1] > s.shape[-1]:
         return _arc_covariance(prepared, s, r).transpose(-2, -1)
-    per_arc = covariance_with_arcs_from(prepared, r)
+    per_arc = _per_arc_covariance(prepared, r)
     s = s.to(per_arc.dtype).masked_fill(~prepared.factor.mask.unsqueeze(-1), 0.0)
     return torch.einsum("brhm,bhms->brs", per_arc, s)
 
@@ -287,10 +294,10 @@ def covariance_with_arcs(
         _check_features(scores, r, "r")
     prepared = _prepared(scores, lengths, multiroot, validate)
     dtype = prepared.arcs.dtype
-    return covariance_with_arcs_from(prepared, r).to(dtype)
+    return _per_arc_covariance(prepared, r).to(dtype)
 
 
-def covariance_with_arcs_from(prepared: Prepared, r: Tensor) -> Tensor:
+def _per_arc_covariance(prepared: Prepared, r: Tensor) -> Tensor:
     """:func:`covariance_with_arcs` of an unlabeled :class:`~objectives.mtt.Prepared` batch:
     ``r`` ``(B, N+1, N+1, R)`` -> ``(B, R, N+1, N+1)`` in the compute dtype."""
     _, arcs, factor = prepared

@@ -35,8 +35,7 @@ from torch.autograd.function import once_differentiable
 
 from ._common import full_precision
 from .conventions import UPOS_TAGS, word_mask
-from .expectations import covariance_with_arcs_from
-from .mtt import Prepared, log_partition_and_marginals_from, no_autocast, prepare
+from .mtt import Factorisation, log_partition_and_marginals_from, no_autocast, prepare
 from .objective import Objective, ObjectiveContext, Scores, TreeBatch
 
 __all__ = [
@@ -148,28 +147,21 @@ def tag_distributions(upos: Tensor, lengths: Tensor, num_tags: int, dtype: torch
     return probs * word_mask(lengths, upos.shape[1] - 1).unsqueeze(-1)
 
 
-@torch.no_grad()
-def _sides(n: int, device: torch.device) -> tuple[Tensor, Tensor]:
-    """``(N+1, N+1)`` bool masks over (h, m): the child left of its head, and right of it."""
-    positions = torch.arange(n + 1, device=device)
-    return positions[None, :] < positions[:, None], positions[None, :] > positions[:, None]
-
-
 def _expected_counts(ids: _Ids, mu: Tensor, tags: Tensor) -> Tensor:
     """``E[sum_e f_k(e)]`` summed over the batch: ``(K,)``, from arc marginals (or gold arc
     indicators) ``mu`` ``(B, N+1, N+1)`` and tag distributions ``tags`` ``(B, N+1, T)``.
 
-    ``sum_{b,h,m} mu[b,h,m] [side(h, m)] P[b,h,p] P[b,m,c]`` for every tag pair and side,
-    then gathered per constraint; root constraints read ``sum_{b,m} mu[b,0,m] P[b,m,c]``
-    (a root arc is always on the right). Differentiable w.r.t. ``mu``.
+    ``sum_{b,h,m} mu[b,h,m] P[b,h,p] P[b,m,c]`` over all arcs and over those whose child is
+    left of its head (``m < h``: the strict lower triangle), for every tag pair, then
+    gathered per constraint; root constraints read ``sum_{b,m} mu[b,0,m] P[b,m,c]`` (a root
+    arc is always on the right). Differentiable w.r.t. ``mu``.
     """
-    left, right = _sides(mu.shape[-1] - 1, mu.device)
-    by_side = []
-    for side in (left, right):
-        heads = torch.bmm(mu * side, tags)  # (B, N+1, T): [b, h, c]
-        by_side.append(torch.einsum("bhp,bhc->pc", tags, heads))  # (T, T): position 0 has no tag
-    pairs = torch.stack([by_side[0] + by_side[1], *by_side])  # (3, T, T): either, left, right
-    root = torch.bmm(mu[:, :1], tags).sum((0, 1))  # (T,)
+    heads = torch.bmm(mu, tags)  # (B, N+1, T): [b, h, c]
+    left = torch.bmm(mu.tril(-1), tags)
+    flat = tags.flatten(0, 1).mT  # (T, B (N+1)); position 0 has no tag, so root arcs drop out
+    either, left = flat @ heads.flatten(0, 1), flat @ left.flatten(0, 1)  # (T, T): [p, c]
+    pairs = torch.stack([either, left, either - left])  # (3, T, T): either side, left, right
+    root = heads[:, 0].sum(0)  # (T,)
     roots = torch.stack([root, torch.zeros_like(root), root])  # (3, T)
     is_root = ids.parent == _ROOT_ID
     return torch.where(is_root, roots[ids.side, ids.child], pairs[ids.side, ids.parent.clamp_min(0), ids.child])
@@ -183,10 +175,9 @@ def _arc_weights(ids: _Ids, g: Tensor, tags: Tensor) -> Tensor:
     table = g.new_zeros(3, num_tags, num_tags)
     table.index_put_((ids.side, ids.parent.clamp_min(0), ids.child), torch.where(is_root, 0.0, g), accumulate=True)
     root = g.new_zeros(3, num_tags).index_put_((ids.side, ids.child), torch.where(is_root, g, 0.0), accumulate=True)
-    left, right = _sides(tags.shape[1] - 1, tags.device)
-    r = torch.zeros(tags.shape[0], tags.shape[1], tags.shape[1], dtype=g.dtype, device=g.device)
-    for side, weights in ((left, table[0] + table[1]), (right, table[0] + table[2])):
-        r += (tags @ weights @ tags.mT) * side  # [b, h, m] = sum_{p,c} P[b,h,p] W[p,c] P[b,m,c]
+    right, left = table[0] + table[2], table[0] + table[1]  # either side fires on both
+    r = tags @ right @ tags.mT  # [b, h, m] = sum_{p,c} P[b,h,p] W[p,c] P[b,m,c]
+    r += (tags @ (left - right) @ tags.mT).tril_(-1)  # m < h: the left table instead
     r[:, 0] += tags @ (root[0] + root[2])  # root arcs are on the right
     return r
 
@@ -228,18 +219,20 @@ def estimate_targets(
 
 class _CovarianceGradient(torch.autograd.Function):
     """Returns a precomputed penalty; its gradient w.r.t. the arc scores is
-    ``scale * Cov(r, 1_e)`` (T2, R = 1), from the forward's factorisation."""
+    ``scale * Cov(r(d), 1_e)`` (T2 with R = 1: the marginal VJP in the direction ``r``
+    ``(B, N+1, N+1)``), from the forward's factorisation."""
 
     @staticmethod
-    def forward(ctx, arcs: Tensor, value: Tensor, prepared: Prepared, r: Tensor, scale: float) -> Tensor:
-        ctx.prepared, ctx.r, ctx.scale = prepared, r, scale
+    def forward(ctx, arcs: Tensor, value: Tensor, factor: Factorisation, r: Tensor, scale: float) -> Tensor:
+        ctx.factor, ctx.r, ctx.scale = factor, r, scale
         return value.clone()
 
     @staticmethod
     @once_differentiable
     def backward(ctx, grad: Tensor):
-        per_arc = covariance_with_arcs_from(ctx.prepared, ctx.r.unsqueeze(-1))[:, 0]
-        return (grad * ctx.scale * per_arc).to(ctx.prepared.arcs.dtype), None, None, None, None
+        with no_autocast(grad.device):
+            per_arc = ctx.factor.marginal_vjp(ctx.r.to(ctx.factor.weights.dtype))
+        return (per_arc * (grad * ctx.scale)).to(grad.dtype), None, None, None, None
 
 
 class GeneralizedExpectation(Objective):
@@ -256,7 +249,9 @@ class GeneralizedExpectation(Objective):
     Gradient routes (equal up to rounding): ``"reverse"`` differentiates through the T1
     expectation (autograd, O(N^3)). ``"t2"`` computes the rates without a graph and gives
     the arc scores the gradient ``Cov(r, 1_e)`` with ``r = sum_k dPenalty/dp_k f_k / #child_k``
-    (R = 1, the covariance view of Druck & Smith 2009), from the same factorisation.
+    (R = 1, the covariance view of Druck & Smith 2009: one closed-form marginal VJP in the
+    direction ``r``), from the same factorisation. Both compute in the scores' dtype (float32
+    or float64) around the engine's float64 factorisation.
 
     :meth:`setup` gives the tree set, the UPOS vocabulary of ``batch.upos`` (constraint tags
     are checked against it), the labeled sample (``targets_from="labeled"``) and the
@@ -371,15 +366,15 @@ class GeneralizedExpectation(Objective):
         arcs = full_precision(scores.arcs)
         with no_autocast(arcs.device):
             prepared = prepare(arcs, batch.lengths, self.multiroot, validate=False)
-            dtype = prepared.factor.weights.dtype
-            tags = tag_distributions(batch.upos, batch.lengths, self.num_tags, dtype)
+            tags = tag_distributions(batch.upos, batch.lengths, self.num_tags, arcs.dtype)
             self._check_tags(tags)
             group = self._group()
             if self.gradient == "reverse":
-                mu = log_partition_and_marginals_from(prepared, with_log_z=False)[1].to(dtype)
+                mu = log_partition_and_marginals_from(prepared, with_log_z=False)[1]
                 expected, counts = self._sum(group, _expected_counts(ids, mu, tags), tags.sum((0, 1))[ids.child])
-                return self._loss(expected, counts).to(arcs.dtype)
-            expected, counts = _expected_counts(ids, prepared.factor.marginals(), tags), tags.sum((0, 1))[ids.child]
+                return self._loss(expected, counts)
+            mu = prepared.factor.marginals().to(arcs.dtype)
+            expected, counts = _expected_counts(ids, mu, tags), tags.sum((0, 1))[ids.child]
             if group is not None:
                 stats = torch.cat([expected, counts])
                 dist.all_reduce(stats, group=group)
@@ -387,7 +382,7 @@ class GeneralizedExpectation(Objective):
             slope, value = torch.func.grad_and_value(self._loss)(expected, counts)
             r = _arc_weights(ids, slope, tags)  # (B, N+1, N+1): sum_k dPenalty/dE_k f_k
             scale = 1 if group is None else dist.get_world_size(group)  # as the reverse route (see above)
-            return _CovarianceGradient.apply(arcs, value.to(arcs.dtype), prepared, r, scale)
+            return _CovarianceGradient.apply(arcs, value, prepared.factor, r, scale)
 
     def _group(self):
         """The process group to sum batch counts over, or None for one process."""

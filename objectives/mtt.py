@@ -71,9 +71,6 @@ __all__ = [
 ]
 
 
-_pad = torch.constant_pad_nd  # F.pad without its Python wrapper (zero padding only)
-
-
 class NoSpanningTreeWarning(RuntimeWarning):
     """Raised (as a warning) when a sentence's graph has no spanning tree: ``log Z = -inf``."""
 
@@ -166,27 +163,37 @@ def _laplacian(weights: Tensor, padding: Tensor | None, multiroot: bool, into: T
     return lap
 
 
-def _adjoint_columns(matrix: Tensor, multiroot: bool) -> Tensor:
-    """Columns 1..N of the adjoint of :func:`laplacian` (``<L(x), M> = <x, L*(M)>`` on
-    arcs) applied to ``matrix`` ``(..., N, N)``: ``(..., N+1, N)``.
+def _adjoint(matrix: Tensor, multiroot: bool) -> Tensor:
+    """The adjoint of :func:`laplacian` (``<L(x), M> = <x, L*(M)>`` on arcs) applied to
+    ``matrix`` ``(..., N, N)``: ``(..., N+1, N+1)``, column 0 exactly 0.
 
     Multi-root: row 0 (root arcs) is ``diag(M)`` and row h is ``diag(M) - M[h-1]``.
     Single-root: row 0 is ``M[0]`` (the replaced row), row 1 is ``diag(M)`` with its first
-    entry zeroed, row h >= 2 is that minus ``M[h-1]``.
+    entry zeroed, row h >= 2 is that minus ``M[h-1]``. (Written into one buffer: at UD
+    sizes the memory traffic of padding and concatenating costs more than the arithmetic.)
     """
-    diagonal = matrix.diagonal(dim1=-2, dim2=-1).unsqueeze(-2)  # (..., 1, N)
+    n = matrix.shape[-1]
+    out = matrix.new_empty(matrix.shape[:-2] + (n + 1, n + 1))
+    out[..., :, 0].zero_()  # (an assignment of 0.0 takes a slow strided-copy path)
+    diagonal = matrix.diagonal(dim1=-2, dim2=-1)
+    if not multiroot:  # word 1's diagonal entry is its root weight
+        diagonal = torch.cat([diagonal.new_zeros(diagonal.shape[:-1] + (1,)), diagonal[..., 1:]], -1)
+    if torch.is_grad_enabled() and matrix.requires_grad:  # (out= has no autograd)
+        out[..., 1:, 1:] = diagonal.unsqueeze(-2) - matrix
+    else:
+        torch.sub(diagonal.unsqueeze(-2), matrix, out=out[..., 1:, 1:])
     if multiroot:
-        return diagonal - _pad(matrix, (0, 0, 1, 0))
-    diagonal = _pad(diagonal[..., 1:], (1, 0))  # word 1's diagonal entry is its root weight
-    columns = diagonal - _pad(matrix[..., 1:, :], (0, 0, 2, 0))
-    columns[..., 0, :] = matrix[..., 0, :]
-    return columns
+        out[..., 0, 1:] = diagonal
+    else:
+        out[..., 0, 1:] = matrix[..., 0, :]
+        out[..., 1, 1:] = diagonal
+    return out
 
 
 def weighted_adjoint(weights: Tensor, matrix: Tensor, multiroot: bool) -> Tensor:
     """``weights * L*(matrix)``: ``(..., N+1, N+1)`` weights, ``(..., N, N)`` matrix ->
     ``(..., N+1, N+1)``, column 0 exactly 0. ``L*`` is the adjoint of :func:`laplacian`."""
-    return _pad(weights[..., 1:] * _adjoint_columns(matrix, multiroot), (1, 0))
+    return weights * _adjoint(matrix, multiroot)
 
 
 @dataclass
@@ -199,7 +206,9 @@ class Factorisation:
         log_partition: ``(B,)``.
         multiroot: the tree set.
         mask: ``(B, N+1, N+1)`` bool arc mask.
-        scores: ``(B, N+1, N+1)`` compute-dtype scores, ``-inf`` off arcs.
+        log_weights: ``(B, N+1, N+1)`` ``log(weights)`` in the compute dtype: the scores minus
+            each word's largest incoming score, ``-inf`` off arcs.
+        shift: ``(B,)`` the sum of those largest scores, ``log_partition - log det L(weights)``.
         dead: ``(B,)`` bool, sentences without a tree, or None if there are none.
         exact: ``(F,)`` long, sentences with a tree whose LU cancels, or None; their ``log Z``
             comes from :func:`_eliminate` and their marginals and VJPs from autograd through it.
@@ -214,7 +223,8 @@ class Factorisation:
     log_partition: Tensor
     multiroot: bool
     mask: Tensor
-    scores: Tensor
+    log_weights: Tensor
+    shift: Tensor
     dead: Tensor | None = None
     exact: Tensor | None = None
     padding: Tensor | None = None
@@ -225,7 +235,7 @@ class Factorisation:
         if self._marginals is None:
             mu = weighted_adjoint(self.weights, self.inverse.mT, self.multiroot)
             if self.exact is not None:
-                mu[self.exact] = exact_derivatives(self.scores[self.exact], self.padding, self.multiroot)
+                mu[self.exact] = exact_derivatives(self.log_weights[self.exact], self.padding, self.multiroot)
             self._marginals = mu
         return self._marginals
 
@@ -240,10 +250,9 @@ class Factorisation:
         if mu_grad is None:
             mu_grad = self.marginals() * grad
         product = inverse @ _laplacian(weights * grad, None, multiroot) @ inverse
-        columns = torch.addcmul(mu_grad[..., 1:], weights[..., 1:], _adjoint_columns(product.mT, multiroot), value=-1)
-        vjp = _pad(columns, (1, 0))
+        vjp = torch.addcmul(mu_grad, weights, _adjoint(product.mT, multiroot), value=-1)
         if self.exact is not None:  # double backward through _eliminate
-            scores, direction = self.scores[self.exact], grad[self.exact].unsqueeze(1)
+            scores, direction = self.log_weights[self.exact], grad[self.exact].unsqueeze(1)
             vjp[self.exact] = exact_derivatives(scores, self.padding, multiroot, direction).squeeze(1)
         return vjp
 
@@ -296,13 +305,15 @@ def prepare(scores: Tensor, lengths: Tensor, multiroot: bool = False, validate: 
 
 
 def _factorise(masked: Tensor, mask: Tensor, lengths: Tensor, multiroot: bool, validate: bool) -> Factorisation:
-    """:func:`factorise` of compute-dtype scores already ``-inf`` on every non-arc (no grad)."""
+    """:func:`factorise` of compute-dtype scores already ``-inf`` on every non-arc (no grad;
+    ``masked`` becomes the factorisation's ``log_weights``)."""
     n = masked.shape[-1] - 1
     shift = masked.amax(dim=-2, keepdim=True)  # (B, 1, N+1): per word
     if validate:
         _check_values(shift, "scores")
     shift = shift.nan_to_num_(0.0, 0.0, 0.0)
-    weights = masked.sub(shift).exp_()
+    log_weights = masked.sub_(shift)  # (the caller's masked copy)
+    weights = log_weights.exp()
     padding = ~word_mask(lengths, n)[:, 1:]
     into = weights[:, 1:, 1:].sum(-2)  # (B, N): weight into each word from words
     lap = _laplacian(weights, padding, multiroot, into)
@@ -316,7 +327,8 @@ def _factorise(masked: Tensor, mask: Tensor, lengths: Tensor, multiroot: bool, v
     redo = lost > -0.5 * math.log(torch.finfo(masked.dtype).eps)
     inverse = torch.linalg.lu_solve(lu, pivots, _eye(n, masked.dtype, masked.device).expand_as(lap))
     # a real word's shift is finite unless the sentence has no tree (then it is redone)
-    factor = Factorisation(weights, inverse, log_det + shift.sum((-2, -1)), multiroot, mask, masked)
+    shift = shift.sum((-2, -1))
+    factor = Factorisation(weights, inverse, log_det + shift, multiroot, mask, log_weights, shift)
     if bool(redo.any()):  # the one host sync of a factorisation: it decides the fallback
         _redo(factor, redo, padding)
     return factor
@@ -326,8 +338,8 @@ def _redo(factor: Factorisation, redo: Tensor, padding: Tensor) -> None:
     """Redo the ``redo`` ``(B,)`` sentences of ``factor`` (padding ``(B, N)``) with
     :func:`_eliminate`; warn about those without a tree. Updates ``factor`` in place."""
     index = redo.nonzero().flatten()
-    log_z = _eliminate(factor.scores[index], padding[index], factor.multiroot)
-    factor.log_partition[index] = log_z
+    log_z = _eliminate(factor.log_weights[index], padding[index], factor.multiroot)
+    factor.log_partition[index] = log_z + factor.shift[index]
     tree = log_z > float("-inf")
     if not bool(tree.all()):
         dead = index[~tree]

@@ -128,3 +128,33 @@ def test_bad_arguments_raise():
         TreeCRF(nan, lengths)
     with pytest.raises(ValueError, match="labels"):
         TreeCRF(scores, lengths).log_prob(torch.zeros(4, 4, dtype=torch.long), torch.zeros(4, 4, dtype=torch.long))
+
+
+@pytest.mark.parametrize("num_labels", [None, 2])
+def test_one_factorisation_per_distribution(num_labels, monkeypatch):
+    """log_prob, entropy, marginals, expectations, T2 and KL (and their gradients) all read
+    the one LU factorisation of each TreeCRF."""
+    calls = []
+    factor = torch.linalg.lu_factor_ex
+    monkeypatch.setattr(torch.linalg, "lu_factor_ex", lambda *args, **kwargs: calls.append(1) or factor(*args, **kwargs))
+    scores, lengths = batch(4, num_labels)
+    x = scores.clone().requires_grad_()
+    p, q = TreeCRF(x, lengths), TreeCRF(batch(4, num_labels, seed=3)[0], lengths)
+    heads, labels = random_trees(lengths, False, num_labels=num_labels)
+    r = torch.randn(*scores.shape, 2, dtype=torch.float64)
+    log_p = p.log_prob(heads, labels if num_labels else None)
+    assert len(calls) == 1
+    values = [log_p, p.entropy(), p.marginals, p.expectation(r), p.covariance(r, r), p.kl_divergence(q), p.cross_entropy(q)]
+    sum(v.sum() for v in values).backward()
+    assert len(calls) == 2  # and one for q
+    torch.testing.assert_close(values[1], bl.brute_entropy(scores, lengths), **F64)
+    assert torch.isfinite(x.grad).all()
+
+
+def test_validation_is_optional():
+    scores, lengths = batch(3)
+    nan = scores.clone()
+    nan[0, 1, 2] = math.nan
+    TreeCRF(nan, lengths, validate_args=False)  # no check, no host sync
+    with pytest.raises(ValueError, match="NaN"):
+        TreeCRF(nan, lengths, validate_args=True)

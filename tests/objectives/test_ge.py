@@ -260,3 +260,54 @@ def test_untagged_batches_and_vocabularies_are_rejected():
 def test_invalid_options(option, value):
     with pytest.raises(ValueError, match=f"{option} must be"):
         GeneralizedExpectation(CONSTRAINTS, **{option: value})
+
+
+def soft_rates(scores, batch, probs, constraints, multiroot=False):
+    """Expected rates with tag probabilities ``probs`` ``(B, N+1, T)`` by enumeration: a word
+    pair (h, m) fires constraint k with weight P[h, parent] P[m, child] on the right side."""
+    expected = torch.zeros(len(constraints), dtype=torch.float64)
+    counts = torch.zeros(len(constraints), dtype=torch.float64)
+    for b, n, heads, log_p in sentences(scores, batch, multiroot):
+        for k, c in enumerate(constraints):
+            child = probs[b, :, UPOS_VOCAB.index(c.child)].double()
+            parent = torch.zeros(n + 1, dtype=torch.float64)
+            if c.parent == "root":
+                parent[0] = 1.0
+            else:  # the root has no tag
+                parent[1:] = probs[b, 1 : n + 1, UPOS_VOCAB.index(c.parent)].double()
+            counts[k] += child[1 : n + 1].sum()
+            for tree, p in zip(heads, log_p.exp()):
+                for m in range(1, n + 1):
+                    h = int(tree[m])
+                    if c.direction in (None, "left" if m < h else "right"):
+                        expected[k] += p * parent[h] * child[m]
+    return expected / counts
+
+
+@pytest.mark.parametrize("multiroot", [False, True])
+@pytest.mark.parametrize("gradient", ["reverse", "t2"])
+def test_soft_tags(gradient, multiroot):
+    """Tag probabilities: one-hot ones give the same loss and gradient as tag ids; soft ones
+    give the rates of expected counts (enumeration), and no gradient reaches them."""
+    scores, batch = make_batch(LENGTHS)
+    objective = ready(GeneralizedExpectation(CONSTRAINTS, gradient=gradient), multiroot)
+    one_hot = torch.nn.functional.one_hot(batch.upos, len(UPOS_VOCAB)).double()
+    results = []
+    for upos in (batch.upos, one_hot):
+        arcs = scores.arcs.clone().requires_grad_()
+        loss = objective(Scores(arcs), type(batch)(batch.lengths, upos))
+        loss.backward()
+        results.append((loss, arcs.grad))
+    torch.testing.assert_close(results[0], results[1], rtol=1e-12, atol=1e-12)
+
+    generator = torch.Generator().manual_seed(4)
+    soft = (one_hot * 3 + torch.rand(one_hot.shape, generator=generator, dtype=torch.float64)).softmax(-1)
+    soft = soft.masked_fill(torch.rand(soft.shape[:2] + (1,), generator=generator) < 0.2, 0.0)  # some untagged words
+    soft.requires_grad_()
+    rates = soft_rates(scores, batch, soft.detach(), CONSTRAINTS, multiroot)
+    expected = brute_penalty(rates, CONSTRAINTS, "squared")
+    loss = objective(scores, type(batch)(batch.lengths, soft))
+    torch.testing.assert_close(loss, expected, rtol=1e-10, atol=1e-12)
+    assert not loss.requires_grad  # the tags are observations (scores need no grad here)
+    with pytest.raises(ValueError, match="soft UPOS"):
+        objective(scores, type(batch)(batch.lengths, soft[..., :5]))
