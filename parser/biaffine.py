@@ -51,7 +51,11 @@ class BiaffineScorer(nn.Module):
         self.label = Biaffine(label_size, n_labels, head_bias=True, dep_bias=True)
 
     def forward(self, words: Tensor) -> Scores:
-        """``words``: ``(B, N+1, H)`` with the root at position 0."""
-        arcs = self.arc(self.arc_head(words), self.arc_dep(words))
-        labels = self.label(self.label_head(words), self.label_dep(words))
+        """``words``: ``(B, N+1, H)`` with the root at position 0. Runs in float32 even
+        under autocast: tree probabilities are exponentials of score differences, and bf16
+        scores (3 significant digits) would turn the gradients of every objective noisy."""
+        with torch.autocast(words.device.type, enabled=False):
+            words = words.float()
+            arcs = self.arc(self.arc_head(words), self.arc_dep(words))
+            labels = self.label(self.label_head(words), self.label_dep(words))
         return Scores(arcs=arcs, labels=labels)
