@@ -24,7 +24,9 @@ from .sentences import read_sentences, write_conllu
 
 
 class ConlluWriter(BasePredictionWriter):
-    """Writes ``trainer.predict``'s parses of ``data.predict`` to ``output`` as CoNLL-U, in input order."""
+    """Writes ``trainer.predict``'s parses of ``data.predict`` to ``output`` as CoNLL-U, in
+    input order. On several processes each parses its share; process 0 gathers them all
+    and writes every sentence once."""
 
     def __init__(self, output: str):
         super().__init__(write_interval="epoch")
@@ -32,9 +34,15 @@ class ConlluWriter(BasePredictionWriter):
 
     def write_on_epoch_end(self, trainer, pl_module, predictions, batch_indices) -> None:
         parses = {index: (heads, labels) for batch in predictions for index, heads, labels in batch}
-        sentences = trainer.datamodule.predict_sentences
-        ordered = [parses[i] for i in range(len(sentences))]
-        write_conllu(sentences, self.output, heads=[h for h, _ in ordered], deprels=[l for _, l in ordered])
+        if trainer.world_size > 1:
+            shares = [None] * trainer.world_size if trainer.is_global_zero else None
+            torch.distributed.gather_object(parses, shares, dst=0)
+            parses = {index: parse for share in shares or [] for index, parse in share.items()}
+        if trainer.is_global_zero:
+            sentences = trainer.datamodule.predict_sentences
+            ordered = [parses[i] for i in range(len(sentences))]
+            write_conllu(sentences, self.output, heads=[h for h, _ in ordered], deprels=[l for _, l in ordered])
+        trainer.strategy.barrier("ConlluWriter")
 
 
 def predict(checkpoint: str, source: str, target: str, batch_size: int = 32, device: str | None = None) -> float:

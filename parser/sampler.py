@@ -118,5 +118,9 @@ class BucketBatchSampler(DistributedSampler):
         return {"epoch": self.epoch, "batches": self._yielded}
 
     def load_state_dict(self, state: dict) -> None:
-        self.epoch = state["epoch"]
-        self._start = self._yielded = state["batches"]
+        """Go on after ``state["batches"]`` batches of ``state["epoch"]``, or with the next
+        epoch when those were all of it (Lightning then starts that one)."""
+        self.epoch, self._start = state["epoch"], state["batches"]
+        if self._start >= len(self):
+            self.epoch, self._start = self.epoch + 1, 0
+        self._yielded = self._start

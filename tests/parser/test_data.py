@@ -8,6 +8,9 @@ from unittest import mock
 from urllib.error import URLError
 
 import pytest
+import torch
+from lightning.pytorch import LightningModule, Trainer
+from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.fabric.utilities.apply_func import move_data_to_device
 from lightning.pytorch.utilities import CombinedLoader
 
@@ -335,3 +338,44 @@ def test_fetch_fails_fast_offline(tmp_path, capsys):
             fetch.main(["UD_English-EWT", "--root", str(tmp_path)])
     assert str(tmp_path / "UD_English-EWT") in str(exit_.value.code)
     assert not (tmp_path / "UD_English-EWT").exists()
+
+
+class Recorder(LightningModule):
+    """Records the sentences of every training step (labeled, unlabeled indices)."""
+
+    def __init__(self):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.zeros(()))
+        self.seen = []
+
+    def training_step(self, batch, batch_idx):
+        self.seen.append((batch["labeled"].index.tolist(), batch["unlabeled"].index.tolist()))
+        return (self.weight - 1) ** 2
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+
+@pytest.mark.parametrize("num_workers, saved_at", [(0, 6), (0, 4), (2, 6), (2, 7)])
+def test_resuming_a_fit_continues_with_the_next_batches(ud_dir, tmp_path, num_workers, saved_at):
+    """A checkpoint mid-epoch (or at an epoch's end) resumes the labeled batches and the
+    unlabeled stream where they were, also with DataLoader workers."""
+    blocks = (ud_dir / "UD_English-EWT/en_ewt-ud-dev.conllu").read_text(encoding="utf-8").split("\n\n")[:60]
+    small = tmp_path / "small.conllu"
+    small.write_text("\n\n".join(blocks) + "\n\n", encoding="utf-8")
+
+    def fit(steps, ckpt_path=None, callbacks=()):
+        data = DependencyDataModule(None, train=str(small), dev=str(small), labeled_size=16, batch_tokens=200,
+                                    shuffle_buffer=6, num_workers=num_workers, seed=7)
+        model = Recorder()
+        trainer = Trainer(max_steps=steps, logger=False, enable_progress_bar=False, enable_model_summary=False,
+                          enable_checkpointing=bool(callbacks), callbacks=list(callbacks))
+        trainer.fit(model, data, ckpt_path=ckpt_path)
+        return model.seen, trainer
+
+    expected, trainer = fit(10)
+    assert trainer.num_training_batches == 3  # 10 steps cross three epochs
+    saving = ModelCheckpoint(dirpath=tmp_path, filename="at", every_n_train_steps=saved_at)
+    head, _ = fit(saved_at, callbacks=[saving])
+    tail, _ = fit(10, ckpt_path=tmp_path / "at.ckpt")
+    assert head + tail == expected

@@ -88,3 +88,13 @@ def test_state_dict_resumes_with_the_next_batch():
     assert resumed.state_dict() == state
     assert consumed + list(resumed) == expected
     assert list(resumed) == expected  # the next epoch is whole again
+
+
+def test_state_at_the_end_of_an_epoch_resumes_with_the_next_epoch():
+    one = sampler(shuffle=True, seed=5)
+    one.set_epoch(2)
+    list(one)
+    resumed = sampler(shuffle=True, seed=5)
+    resumed.load_state_dict(one.state_dict())
+    one.set_epoch(3)
+    assert resumed.epoch == 3 and list(resumed) == list(one)
