@@ -126,18 +126,17 @@ def entropy_from(prepared: Prepared) -> Tensor:
         return _entropy_terms(factor)[0].to(arcs.dtype)
 
 
-def _entropy_terms(factor: Factorisation) -> tuple[Tensor, Tensor, Tensor]:
-    """``(H (B,), s, mu * s)`` with ``s`` ``(B, N+1, N+1)`` the log-weights, 0 off the arcs
-    and on forbidden arcs.
+def _entropy_terms(factor: Factorisation) -> tuple[Tensor, Tensor]:
+    """``(H (B,), mu * s)`` with ``s = factor.log_weights`` ``(B, N+1, N+1)`` (0 off the arcs
+    and on forbidden arcs).
 
     ``H = log Z - sum_e mu_e scores_e = log det L(w) - sum_e mu_e log w_e``: each word's
     marginals sum to 1, so the per-word shifts cancel exactly instead of in rounding; and
     the Hessian of log Z maps per-word shifts to 0, so ``s`` also gives the gradient.
     """
-    finite = factor.log_weights.nan_to_num(0.0, 0.0, 0.0)
-    mu_s = factor.marginals() * finite
+    mu_s = factor.marginals() * factor.log_weights
     value = factor.log_partition - factor.shift - mu_s.sum((-2, -1))
-    return value.clamp_min_(0.0), finite, mu_s  # < 0 only by rounding
+    return value.clamp_min_(0.0), mu_s  # < 0 only by rounding
 
 
 class _Entropy(torch.autograd.Function):
@@ -146,7 +145,7 @@ class _Entropy(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, arcs: Tensor, factor: Factorisation) -> Tensor:
-        value, ctx.finite, ctx.mu_s = _entropy_terms(factor)
+        value, ctx.mu_s = _entropy_terms(factor)
         ctx.factor = factor
         return value.to(arcs.dtype)
 
@@ -154,7 +153,7 @@ class _Entropy(torch.autograd.Function):
     @once_differentiable
     def backward(ctx, grad: Tensor):
         with no_autocast(grad.device):
-            vjp = ctx.factor.marginal_vjp(ctx.finite, ctx.mu_s)
+            vjp = ctx.factor.marginal_vjp(ctx.factor.log_weights, ctx.mu_s)
             out = vjp.mul_(grad.to(vjp.dtype).neg()[:, None, None])
         return out.to(grad.dtype), None
 

@@ -87,7 +87,7 @@ def _eye(n: int, dtype: torch.dtype, device: torch.device) -> Tensor:
 
 
 def _check_shapes(scores: Tensor, lengths: Tensor, name: str) -> None:
-    """Shape, dtype and length checks (one host sync for the lengths)."""
+    """Shape and dtype checks (no host sync; :func:`_check_ranges` checks the values)."""
     if not torch.is_tensor(scores) or scores.dim() not in (3, 4):
         raise ValueError(f"{name} must be a (B, N+1, N+1) or (B, N+1, N+1, L) tensor")
     batch, rows, cols = scores.shape[:3]
@@ -99,21 +99,24 @@ def _check_shapes(scores: Tensor, lengths: Tensor, name: str) -> None:
         raise ValueError(f"lengths must be a ({batch},) tensor matching {name}, got {getattr(lengths, 'shape', lengths)}")
     if lengths.is_floating_point() or lengths.dtype == torch.bool:
         raise ValueError(f"lengths must be an integer tensor, got {lengths.dtype}")
-    low, high = (int(v) for v in torch.aminmax(lengths)) if lengths.numel() else (1, 1)
-    if low < 1 or high > rows - 1:
-        raise ValueError(f"lengths must lie in 1..{rows - 1} (N), got {lengths.tolist()}")
 
 
-def _check_values(column_max: Tensor, name: str) -> None:
-    """``column_max``: the largest score into each word (over possible arcs). NaN or +inf on
-    an arc raises (one host sync: ``amax`` propagates NaN, and is +inf only if some arc is)."""
-    if column_max.numel() == 0:
-        return
-    top = float(column_max.amax())
-    if top != top:
-        raise ValueError(f"{name} holds NaN on possible arcs")
-    if top == float("inf"):
-        raise ValueError(f"{name} holds +inf on possible arcs")
+def _check_ranges(lengths: Tensor, column_max: Tensor, n: int, name: str, *more: Tensor) -> list[float]:
+    """Raise unless ``lengths`` lie in 1..N and ``column_max`` (the largest score into each
+    word, over possible arcs) holds no NaN or +inf (``amax`` propagates NaN, and is +inf only
+    if some arc is). One host sync for all of it, and for the scalars ``more``, whose values
+    it returns."""
+    values = [lengths.min(), lengths.max(), column_max.amax()] if lengths.numel() else []
+    values = torch.stack([v.to(torch.float64) for v in values + list(more)]).tolist() if values or more else []
+    if lengths.numel():
+        (low, high, top), values = values[:3], values[3:]
+        if low < 1 or high > n:
+            raise ValueError(f"lengths must lie in 1..{n} (N), got {lengths.tolist()}")
+        if top != top:
+            raise ValueError(f"{name} holds NaN on possible arcs")
+        if top == float("inf"):
+            raise ValueError(f"{name} holds +inf on possible arcs")
+    return values
 
 
 def check_arguments(scores: Tensor, lengths: Tensor, name: str = "scores") -> None:
@@ -121,7 +124,7 @@ def check_arguments(scores: Tensor, lengths: Tensor, name: str = "scores") -> No
     _check_shapes(scores, lengths, name)
     mask = arc_mask(lengths, scores.shape[1] - 1)
     filled = scores.detach().masked_fill(~(mask.unsqueeze(-1) if scores.dim() == 4 else mask), float("-inf"))
-    _check_values(filled.amax(1), name)
+    _check_ranges(lengths, filled.amax(1), scores.shape[1] - 1, name)
 
 
 def laplacian(weights: Tensor, lengths: Tensor | None, multiroot: bool = False) -> Tensor:
@@ -206,13 +209,14 @@ class Factorisation:
         log_partition: ``(B,)``.
         multiroot: the tree set.
         mask: ``(B, N+1, N+1)`` bool arc mask.
-        log_weights: ``(B, N+1, N+1)`` ``log(weights)`` in the compute dtype: the scores minus
-            each word's largest incoming score, ``-inf`` off arcs.
+        log_weights: ``(B, N+1, N+1)`` ``log(weights)`` in the compute dtype (the scores minus
+            each word's largest incoming score) where the weight is positive, 0 elsewhere.
         shift: ``(B,)`` the sum of those largest scores, ``log_partition - log det L(weights)``.
         dead: ``(B,)`` bool, sentences without a tree, or None if there are none.
         exact: ``(F,)`` long, sentences with a tree whose LU cancels, or None; their ``log Z``
             comes from :func:`_eliminate` and their marginals and VJPs from autograd through it.
         padding: ``(F, N)`` bool, the padded words of the ``exact`` sentences.
+        exact_scores: ``(F, N+1, N+1)`` their log-weights, ``-inf`` off arcs.
 
     ``weights`` and ``inverse`` are 0 on ``dead`` and ``exact`` sentences. :meth:`marginals`
     is computed on first use and shared by every reader.
@@ -228,6 +232,7 @@ class Factorisation:
     dead: Tensor | None = None
     exact: Tensor | None = None
     padding: Tensor | None = None
+    exact_scores: Tensor | None = None
     _marginals: Tensor | None = None
 
     def marginals(self) -> Tensor:
@@ -235,7 +240,7 @@ class Factorisation:
         if self._marginals is None:
             mu = weighted_adjoint(self.weights, self.inverse.mT, self.multiroot)
             if self.exact is not None:
-                mu[self.exact] = exact_derivatives(self.log_weights[self.exact], self.padding, self.multiroot)
+                mu[self.exact] = exact_derivatives(self.exact_scores, self.padding, self.multiroot)
             self._marginals = mu
         return self._marginals
 
@@ -252,7 +257,7 @@ class Factorisation:
         product = inverse @ _laplacian(weights * grad, None, multiroot) @ inverse
         vjp = torch.addcmul(mu_grad, weights, _adjoint(product.mT, multiroot), value=-1)
         if self.exact is not None:  # double backward through _eliminate
-            scores, direction = self.log_weights[self.exact], grad[self.exact].unsqueeze(1)
+            scores, direction = self.exact_scores, grad[self.exact].unsqueeze(1)
             vjp[self.exact] = exact_derivatives(scores, self.padding, multiroot, direction).squeeze(1)
         return vjp
 
@@ -306,11 +311,10 @@ def prepare(scores: Tensor, lengths: Tensor, multiroot: bool = False, validate: 
 
 def _factorise(masked: Tensor, mask: Tensor, lengths: Tensor, multiroot: bool, validate: bool) -> Factorisation:
     """:func:`factorise` of compute-dtype scores already ``-inf`` on every non-arc (no grad;
-    ``masked`` becomes the factorisation's ``log_weights``)."""
+    ``masked`` is overwritten: it becomes the factorisation's ``log_weights``)."""
     n = masked.shape[-1] - 1
     shift = masked.amax(dim=-2, keepdim=True)  # (B, 1, N+1): per word
-    if validate:
-        _check_values(shift, "scores")
+    column_max = shift.clone() if validate else None
     shift = shift.nan_to_num_(0.0, 0.0, 0.0)
     log_weights = masked.sub_(shift)  # (the caller's masked copy)
     weights = log_weights.exp()
@@ -329,8 +333,11 @@ def _factorise(masked: Tensor, mask: Tensor, lengths: Tensor, multiroot: bool, v
     # a real word's shift is finite unless the sentence has no tree (then it is redone)
     shift = shift.sum((-2, -1))
     factor = Factorisation(weights, inverse, log_det + shift, multiroot, mask, log_weights, shift)
-    if bool(redo.any()):  # the one host sync of a factorisation: it decides the fallback
+    # the one host sync of a factorisation: the checks, and whether any sentence is redone
+    any_redo = _check_ranges(lengths, column_max, n, "scores", redo.any())[0] if validate else redo.any()
+    if any_redo:
         _redo(factor, redo, padding)
+    log_weights.nan_to_num_(0.0, 0.0, 0.0)  # in place: -inf (no arc) -> 0
     return factor
 
 
@@ -351,6 +358,7 @@ def _redo(factor: Factorisation, redo: Tensor, padding: Tensor) -> None:
         factor.dead = torch.zeros_like(redo).index_fill_(0, dead, True)
     if bool(tree.any()):
         factor.exact, factor.padding = index[tree], padding[index[tree]]
+        factor.exact_scores = factor.log_weights[factor.exact]
     factor.weights.masked_fill_(redo[:, None, None], 0.0)
     factor.inverse.masked_fill_(redo[:, None, None], 0.0)
 
