@@ -31,7 +31,7 @@ def worst_batches(data: DependencyDataModule, model: Parser, k: int) -> list:
     """The ``k`` training batches with the most padded transformer positions."""
     sized = []
     for batch in data.train_dataloader():
-        sub = model.encoder._tokenize(batch.words, int(batch.lengths.max()))
+        sub = model.encoder.subwords(batch.words)
         sized.append((sub.input_ids.numel(), int(sub.attention_mask.sum()), batch))
     sized.sort(key=lambda item: -item[0])
     return sized[:k]

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -19,7 +20,9 @@ class Batch:
     words: per sentence its words; lengths: (B,); upos: (B, N+1); heads, labels:
     (B, N+1) or None for sentences without trees; index: (B,) position of each
     sentence in its dataset (in its pass, for the unlabeled stream); skipped: malformed
-    unlabeled lines the stream skipped since its previous batch (same worker).
+    unlabeled lines the stream skipped since its previous batch (same worker); subwords:
+    the words tokenised for the encoder (``parser.encoder.Subwords``), when the data
+    pipeline was given the encoder's tokenizer.
     """
 
     words: list[list[str]]
@@ -29,12 +32,15 @@ class Batch:
     labels: Tensor | None
     index: Tensor
     skipped: int = 0
+    subwords: Any = None
 
 
 def collate(sentences: Sequence[Sentence], upos_vocab: Vocab, label_vocab: Vocab | None,
-            index: Sequence[int] | None = None, skipped: int = 0) -> Batch:
+            index: Sequence[int] | None = None, skipped: int = 0,
+            tokenize: Callable[[list[list[str]]], Any] | None = None) -> Batch:
     """Pad sentences into a Batch. Heads/labels only if every sentence has them (labels
-    also need ``label_vocab``); ``index`` defaults to 0..B-1."""
+    also need ``label_vocab``); ``index`` defaults to 0..B-1; ``tokenize`` (the encoder's
+    ``SubwordTokenizer``) fills ``subwords``, in the DataLoader worker that collates."""
     lengths = torch.tensor([len(s) for s in sentences])
     shape = (len(sentences), int(lengths.max()) + 1)
     upos = torch.zeros(shape, dtype=torch.long)
@@ -49,4 +55,5 @@ def collate(sentences: Sequence[Sentence], upos_vocab: Vocab, label_vocab: Vocab
         if labels is not None:
             labels[b, 1:n + 1] = torch.tensor([label_vocab.index(d) for d in sentence.deprels])
     index = torch.arange(len(sentences)) if index is None else torch.as_tensor(index)
-    return Batch([list(s.words) for s in sentences], lengths, upos, heads, labels, index, skipped)
+    words = [list(s.words) for s in sentences]
+    return Batch(words, lengths, upos, heads, labels, index, skipped, None if tokenize is None else tokenize(words))

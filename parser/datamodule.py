@@ -5,10 +5,10 @@ from __future__ import annotations
 import glob
 import os
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from lightning.pytorch import LightningDataModule
 from lightning.pytorch.utilities import CombinedLoader
@@ -40,9 +40,9 @@ class _IndexedSentences(Dataset):
 
 
 def _collate_indexed(items: Sequence[tuple[int, Sentence]], upos_vocab: Vocab,
-                     label_vocab: Vocab | None) -> Batch:
+                     label_vocab: Vocab | None, tokenize=None) -> Batch:
     index, sentences = zip(*items)
-    return collate(sentences, upos_vocab, label_vocab, index)
+    return collate(sentences, upos_vocab, label_vocab, index, tokenize=tokenize)
 
 
 def expand_files(patterns: str | Sequence[str]) -> list[str]:
@@ -124,6 +124,8 @@ class DependencyDataModule(LightningDataModule):
 
         self.upos_vocab = build_upos_vocab()
         self.label_vocab: Vocab | None = None
+        # the encoder's SubwordTokenizer, set by the model: batches arrive tokenised
+        self.tokenize: Callable[[list[list[str]]], Any] | None = None
         self.train_sentences: list[Sentence] = []
         self.unlabeled_sources: list[Source] = []
         self.unlabeled_has_upos = False
@@ -202,7 +204,8 @@ class DependencyDataModule(LightningDataModule):
 
     def _loader(self, sentences: Sequence[Sentence], loader: type[DataLoader] = DataLoader,
                 shuffle: bool = False) -> DataLoader:
-        collate_fn = partial(_collate_indexed, upos_vocab=self.upos_vocab, label_vocab=self.label_vocab)
+        collate_fn = partial(_collate_indexed, upos_vocab=self.upos_vocab, label_vocab=self.label_vocab,
+                             tokenize=self.tokenize)
         return loader(_IndexedSentences(sentences), batch_size=None, sampler=self._sampler(sentences, shuffle),
                       collate_fn=collate_fn, num_workers=self.num_workers)
 
@@ -215,7 +218,7 @@ class DependencyDataModule(LightningDataModule):
             return labeled
         stream = SentenceStream(self.unlabeled_sources, self.upos_vocab, self.batch_tokens,
                                 self.max_batch_sentences, self.shuffle_buffer, self.seed + 1,
-                                self.on_bad_unlabeled)
+                                self.on_bad_unlabeled, tokenize=self.tokenize)
         unlabeled = Continuing(StatefulDataLoader(stream, batch_size=None, num_workers=self.num_workers))
         return CombinedLoader({"labeled": labeled, "unlabeled": unlabeled}, mode="min_size")
 

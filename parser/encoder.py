@@ -46,7 +46,7 @@ def _load_backbone(path: str, weights: bool = True) -> nn.Module:
 
 
 @dataclass
-class _Subwords:
+class Subwords:
     """A tokenised batch: W transformer windows and T subwords that feed word vectors."""
 
     input_ids: Tensor  # (W, L) window ids with special tokens, padded
@@ -58,123 +58,39 @@ class _Subwords:
     token_target: Tensor  # (T,) flat word index b * (N+1) + word (1-based word)
     token_weight: Tensor  # (T,) pooling weight
 
-    def to(self, device: torch.device) -> _Subwords:
-        return _Subwords(*(getattr(self, f.name).to(device) for f in fields(self)))
+    def to(self, device: torch.device) -> Subwords:
+        return Subwords(*(getattr(self, f.name).to(device) for f in fields(self)))
 
 
-class WordEncoder(nn.Module):
-    """Word vectors from any Hugging Face encoder with a fast tokenizer.
+class SubwordTokenizer:
+    """Words -> transformer windows (:class:`Subwords`), with no model attached: it pickles,
+    so DataLoader workers tokenise batches while the model computes.
 
     Args:
-        model: hub name or local path; see :func:`resolve_model_path` for the offline names.
+        tokenizer: a fast Hugging Face tokenizer (word alignment needs one).
+        limit: the model's most positions per window.
         pooling: ``"first"`` subword or ``"mean"`` over a word's subwords.
-        max_length: subwords per transformer window, special tokens included
-            (default: the model's limit). Longer sentences are split into overlapping
-            windows, never truncated.
+        max_length: subwords per window, special tokens included (default: ``limit``).
         stride: subwords shared by consecutive windows (capped at half a window).
-        dropout: dropout on the output vectors.
-        freeze: keep the transformer fixed (no gradients, always in eval mode).
-        source: a directory with the encoder's ``config.json`` and tokenizer files (as
-            written by :meth:`save_files`) to build from instead of ``model``, without
-            pretrained weights: a parser checkpoint supplies them.
     """
 
-    PADDED_SUBWORDS_PER_CHUNK = 4096  # transformer positions per forward call (see _run_windows)
-
-    def __init__(
-        self,
-        model: str = "all-MiniLM-L6-v2",
-        pooling: str = "first",
-        max_length: int | None = None,
-        stride: int = 128,
-        dropout: float = 0.0,
-        freeze: bool = False,
-        source: str | Path | None = None,
-    ) -> None:
-        super().__init__()
+    def __init__(self, tokenizer, limit: int, pooling: str = "first", max_length: int | None = None, stride: int = 128):
         if pooling not in ("first", "mean"):
             raise ValueError(f"pooling must be 'first' or 'mean', got {pooling!r}")
-        path = str(source) if source is not None else resolve_model_path(model)
-        self.tokenizer = AutoTokenizer.from_pretrained(path)
-        if not self.tokenizer.is_fast:
-            raise ValueError(f"{model}: a fast tokenizer is required for word alignment")
-        self.model = _load_backbone(path, weights=source is None)
+        if not tokenizer.is_fast:
+            raise ValueError(f"{tokenizer.name_or_path}: a fast tokenizer is required for word alignment")
+        self.tokenizer = tokenizer
         self.pooling = pooling
-        self.freeze = freeze
-        self.dropout = nn.Dropout(dropout)
-        if freeze:
-            self.model.requires_grad_(False)
-
-        probe = self.tokenizer("a", return_special_tokens_mask=True)
+        probe = tokenizer("a", return_special_tokens_mask=True)
         ids, special = probe["input_ids"], probe["special_tokens_mask"]
         n_suffix = special[::-1].index(0)
         self._prefix = ids[: special.index(0)]  # e.g. [CLS]
         self._suffix = ids[len(ids) - n_suffix :]  # e.g. [SEP]
-        limit = min(self.model.config.max_position_embeddings, self.tokenizer.model_max_length)
         self.max_length = max_length or limit
         self.window = self.max_length - len(self._prefix) - len(self._suffix)
         if self.window < 1 or self.max_length > limit:
             raise ValueError(f"max_length={max_length}: need room for subwords and <= {limit}")
         self.stride = min(stride, self.window // 2)
-        self.train()  # from_pretrained returns eval mode; modules start in training mode
-
-    def save_files(self, directory: str | Path) -> None:
-        """Write what rebuilds this encoder without its package or network: the model's
-        ``config.json`` and the tokenizer files (no weights; see ``source``)."""
-        self.model.config.save_pretrained(directory)
-        self.tokenizer.save_pretrained(directory)
-
-    @property
-    def hidden_size(self) -> int:
-        return self.model.config.hidden_size
-
-    def train(self, mode: bool = True) -> WordEncoder:
-        super().train(mode)
-        if self.freeze:
-            self.model.eval()
-        return self
-
-    def forward(self, words: list[list[str]]) -> Tensor:
-        """Encode B sentences of up to N words -> (B, N+1, H).
-
-        Position 0 is the sentence vector (the first token, e.g. [CLS], averaged over
-        windows), positions 1..n the words, zeros beyond.
-        """
-        batch, n_words = len(words), max(map(len, words))
-        sub = self._tokenize(words, n_words).to(self.model.device)
-        hidden = self._run_windows(sub.input_ids, sub.attention_mask)  # (W, L, H)
-        out = hidden.new_zeros(batch * (n_words + 1), hidden.size(-1))
-        tokens = hidden[sub.token_window, sub.token_column]  # (T, H)
-        out.index_add_(0, sub.token_target, tokens * sub.token_weight.to(tokens.dtype)[:, None])
-        roots = hidden[:, 0] * sub.window_weight.to(hidden.dtype)[:, None]  # (W, H)
-        out.index_add_(0, sub.window_target, roots)
-        return self.dropout(out.view(batch, n_words + 1, -1))
-
-    def _run_windows(self, input_ids: Tensor, attention_mask: Tensor) -> Tensor:
-        """The transformer's last hidden states ``(W, L, H)`` for windows ``(W, L)``, run
-        in chunks of similar length so that padding stays small.
-
-        One window of many subwords (a URL) in a batch of short ones would otherwise pad
-        every window to its length: the worst EWT training batch held 1,129 subwords in
-        20,480 padded positions. Windows are sorted by length and cut so that a chunk holds
-        at most ``PADDED_SUBWORDS_PER_CHUNK`` padded positions (or a single window).
-        """
-        lengths = attention_mask.sum(1)
-        order = torch.argsort(lengths, stable=True)
-        sorted_lengths = lengths[order].tolist()
-        hidden = None
-        start = 0
-        while start < len(order):
-            end = start + 1
-            while end < len(order) and (end - start + 1) * sorted_lengths[end] <= self.PADDED_SUBWORDS_PER_CHUNK:
-                end += 1
-            rows, width = order[start:end], sorted_lengths[end - 1]
-            chunk = self.model(input_ids=input_ids[rows, :width], attention_mask=attention_mask[rows, :width]).last_hidden_state
-            if hidden is None:
-                hidden = chunk.new_zeros(*input_ids.shape, chunk.shape[-1])
-            hidden = hidden.index_put((rows,), F.pad(chunk, (0, 0, 0, input_ids.shape[1] - width)))
-            start = end
-        return hidden
 
     def _subword_ids(self, words: list[list[str]]) -> tuple[list[list[int]], list[list[int]]]:
         """Subword ids and their 0-based word indices per sentence; every word gets one or more."""
@@ -203,8 +119,10 @@ class WordEncoder(nn.Module):
             return [0]
         return [*range(0, n - self.window, self.window - self.stride), n - self.window]
 
-    def _tokenize(self, words: list[list[str]], n_words: int) -> _Subwords:
-        """Tokenise, cut into windows and index every pooled subword (on CPU)."""
+    def __call__(self, words: list[list[str]], n_words: int | None = None) -> Subwords:
+        """Tokenise B sentences (padded to ``n_words``, default their longest), cut them
+        into windows and index every pooled subword (on CPU)."""
+        n_words = n_words or max(map(len, words))
         ids, word_ids = self._subword_ids([list(sentence) for sentence in words])
         starts = [self._window_starts(len(x)) for x in ids]
         windows = [x[s : s + self.window] for x, ss in zip(ids, starts) for s in ss]
@@ -240,7 +158,7 @@ class WordEncoder(nn.Module):
         pad = self.tokenizer.pad_token_id or 0
         windows = [self._prefix + w + self._suffix for w in windows]
         width = max(map(len, windows))
-        return _Subwords(
+        return Subwords(
             input_ids=torch.tensor([w + [pad] * (width - len(w)) for w in windows]),
             attention_mask=torch.tensor([[1] * len(w) + [0] * (width - len(w)) for w in windows]),
             window_target=window_sentence * (n_words + 1),
@@ -250,3 +168,109 @@ class WordEncoder(nn.Module):
             token_target=target,
             token_weight=weight,
         )
+
+
+class WordEncoder(nn.Module):
+    """Word vectors from any Hugging Face encoder with a fast tokenizer.
+
+    Args:
+        model: hub name or local path; see :func:`resolve_model_path` for the offline names.
+        pooling: ``"first"`` subword or ``"mean"`` over a word's subwords.
+        max_length: subwords per transformer window, special tokens included
+            (default: the model's limit). Longer sentences are split into overlapping
+            windows, never truncated.
+        stride: subwords shared by consecutive windows (capped at half a window).
+        dropout: dropout on the output vectors.
+        freeze: keep the transformer fixed (no gradients, always in eval mode).
+        source: a directory with the encoder's ``config.json`` and tokenizer files (as
+            written by :meth:`save_files`) to build from instead of ``model``, without
+            pretrained weights: a parser checkpoint supplies them.
+    """
+
+    PADDED_SUBWORDS_PER_CHUNK = 4096  # transformer positions per forward call (see _run_windows)
+
+    def __init__(
+        self,
+        model: str = "all-MiniLM-L6-v2",
+        pooling: str = "first",
+        max_length: int | None = None,
+        stride: int = 128,
+        dropout: float = 0.0,
+        freeze: bool = False,
+        source: str | Path | None = None,
+    ) -> None:
+        super().__init__()
+        path = str(source) if source is not None else resolve_model_path(model)
+        self.model = _load_backbone(path, weights=source is None)
+        tokenizer = AutoTokenizer.from_pretrained(path)
+        limit = min(self.model.config.max_position_embeddings, tokenizer.model_max_length)
+        self.subwords = SubwordTokenizer(tokenizer, limit, pooling, max_length, stride)
+        self.freeze = freeze
+        self.dropout = nn.Dropout(dropout)
+        if freeze:
+            self.model.requires_grad_(False)
+        self.train()  # from_pretrained returns eval mode; modules start in training mode
+
+    @property
+    def tokenizer(self):
+        """The Hugging Face tokenizer."""
+        return self.subwords.tokenizer
+
+    def save_files(self, directory: str | Path) -> None:
+        """Write what rebuilds this encoder without its package or network: the model's
+        ``config.json`` and the tokenizer files (no weights; see ``source``)."""
+        self.model.config.save_pretrained(directory)
+        self.tokenizer.save_pretrained(directory)
+
+    @property
+    def hidden_size(self) -> int:
+        return self.model.config.hidden_size
+
+    def train(self, mode: bool = True) -> WordEncoder:
+        super().train(mode)
+        if self.freeze:
+            self.model.eval()
+        return self
+
+    def forward(self, words: list[list[str]], subwords: Subwords | None = None) -> Tensor:
+        """Encode B sentences of up to N words -> (B, N+1, H).
+
+        Position 0 is the sentence vector (the first token, e.g. [CLS], averaged over
+        windows), positions 1..n the words, zeros beyond. ``subwords``: the words already
+        tokenised by :attr:`subwords` (in the data pipeline), else they are tokenised here.
+        """
+        batch, n_words = len(words), max(map(len, words))
+        sub = (subwords if subwords is not None else self.subwords(words, n_words)).to(self.model.device)
+        hidden = self._run_windows(sub.input_ids, sub.attention_mask)  # (W, L, H)
+        out = hidden.new_zeros(batch * (n_words + 1), hidden.size(-1))
+        tokens = hidden[sub.token_window, sub.token_column]  # (T, H)
+        out.index_add_(0, sub.token_target, tokens * sub.token_weight.to(tokens.dtype)[:, None])
+        roots = hidden[:, 0] * sub.window_weight.to(hidden.dtype)[:, None]  # (W, H)
+        out.index_add_(0, sub.window_target, roots)
+        return self.dropout(out.view(batch, n_words + 1, -1))
+
+    def _run_windows(self, input_ids: Tensor, attention_mask: Tensor) -> Tensor:
+        """The transformer's last hidden states ``(W, L, H)`` for windows ``(W, L)``, run
+        in chunks of similar length so that padding stays small.
+
+        One window of many subwords (a URL) in a batch of short ones would otherwise pad
+        every window to its length: the worst EWT training batch held 1,129 subwords in
+        20,480 padded positions. Windows are sorted by length and cut so that a chunk holds
+        at most ``PADDED_SUBWORDS_PER_CHUNK`` padded positions (or a single window).
+        """
+        lengths = attention_mask.sum(1)
+        order = torch.argsort(lengths, stable=True)
+        sorted_lengths = lengths[order].tolist()
+        hidden = None
+        start = 0
+        while start < len(order):
+            end = start + 1
+            while end < len(order) and (end - start + 1) * sorted_lengths[end] <= self.PADDED_SUBWORDS_PER_CHUNK:
+                end += 1
+            rows, width = order[start:end], sorted_lengths[end - 1]
+            chunk = self.model(input_ids=input_ids[rows, :width], attention_mask=attention_mask[rows, :width]).last_hidden_state
+            if hidden is None:
+                hidden = chunk.new_zeros(*input_ids.shape, chunk.shape[-1])
+            hidden = hidden.index_put((rows,), F.pad(chunk, (0, 0, 0, input_ids.shape[1] - width)))
+            start = end
+        return hidden

@@ -24,7 +24,7 @@ from .batch import Batch, collate
 from .sentences import Sentence
 from .vocab import Vocab, build_upos_vocab
 from .decode import mst, mst_labels
-from .encoder import WordEncoder
+from .encoder import Subwords, WordEncoder
 from .metrics import AttachmentScore, universal_index
 
 
@@ -137,6 +137,8 @@ class Parser(LightningModule):
             self._build_labels(datamodule.label_vocab.itos)
         elif datamodule is not None:
             datamodule.label_vocab = self.label_vocab  # evaluate with the checkpoint's labels
+        if datamodule is not None:
+            datamodule.tokenize = self.encoder.subwords  # DataLoader workers tokenise while the model computes
         labeled = datamodule.train_sentences if datamodule is not None and stage == "fit" else None
         context = ObjectiveContext(
             stage=stage,
@@ -165,9 +167,10 @@ class Parser(LightningModule):
             self._teacher.append(teacher)
 
     # ----------------------------------------------------------------- scoring
-    def forward(self, words: list[list[str]]) -> Scores:
-        """Scores of a batch of word lists: arcs ``(B, N+1, N+1)``, labels ``(B, N+1, N+1, L)``."""
-        return self.scorer(self.encoder(words))
+    def forward(self, words: list[list[str]], subwords: Subwords | None = None) -> Scores:
+        """Scores of a batch of word lists (``subwords``: already tokenised by the data
+        pipeline): arcs ``(B, N+1, N+1)``, labels ``(B, N+1, N+1, L)``."""
+        return self.scorer(self.encoder(words, subwords))
 
     @torch.no_grad()
     def teacher_scores(self, batch: Batch) -> Scores:
@@ -185,13 +188,13 @@ class Parser(LightningModule):
     def training_step(self, batch: Batch | dict[str, Batch], batch_idx: int) -> Tensor:
         labeled, unlabeled = (batch["labeled"], batch["unlabeled"]) if isinstance(batch, dict) else (batch, None)
         losses = {}
-        labeled_scores = self(labeled.words) if self.supervised is not None or unlabeled is None else None
+        labeled_scores = self(labeled.words, labeled.subwords) if self.supervised is not None or unlabeled is None else None
         if self.supervised is not None:
             self.supervised.global_step = self.global_step
             losses["supervised"] = self.supervised(labeled_scores, labeled)
         if self.unsupervised is not None:
             raw = unlabeled if unlabeled is not None else labeled
-            scores = self(raw.words) if unlabeled is not None else labeled_scores
+            scores = self(raw.words, raw.subwords) if unlabeled is not None else labeled_scores
             self.unsupervised.global_step = self.global_step
             teacher = self.teacher_scores(raw) if self.unsupervised.needs_teacher else None
             losses["unsupervised"] = self.unsupervised(scores, raw, teacher)
@@ -209,7 +212,7 @@ class Parser(LightningModule):
         return loss
 
     def _evaluate(self, batch: Batch, metric: AttachmentScore) -> None:
-        scores = self(batch.words)
+        scores = self(batch.words, batch.subwords)
         heads, labels = self.decode(scores, batch.lengths)
         metric.update(heads, labels, batch.heads, batch.labels, batch.lengths)
 
@@ -231,7 +234,7 @@ class Parser(LightningModule):
 
     def predict_step(self, batch: Batch, batch_idx: int) -> list[tuple[int, list[int], list[str]]]:
         """``(sentence index, heads, labels)`` per sentence, for writing CoNLL-U back in order."""
-        heads, labels = self.decode(self(batch.words), batch.lengths)
+        heads, labels = self.decode(self(batch.words, batch.subwords), batch.lengths)
         out = []
         for i, n in enumerate(batch.lengths.tolist()):
             out.append((int(batch.index[i]), heads[i, 1 : n + 1].tolist(), [self.label_vocab.itos[l] for l in labels[i, 1 : n + 1].tolist()]))

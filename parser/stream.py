@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from torch.utils.data import IterableDataset, get_worker_info
 
@@ -70,7 +70,7 @@ class SentenceStream(IterableDataset):
     def __init__(self, sources: Sequence[Source], upos_vocab: Vocab, batch_tokens: int = 2000,
                  max_sentences: int = 128, shuffle_buffer: int = 10_000, seed: int = 0,
                  on_bad: Literal["skip", "error"] = "skip", num_replicas: int | None = None,
-                 rank: int | None = None):
+                 rank: int | None = None, tokenize: Callable[[list[list[str]]], Any] | None = None):
         if on_bad not in ("skip", "error"):
             raise ValueError(f"on_bad must be 'skip' or 'error', not {on_bad!r}")
         if shuffle_buffer < 1:
@@ -79,6 +79,7 @@ class SentenceStream(IterableDataset):
             raise ValueError("no unlabeled files")
         self.sources = list(sources)
         self.upos_vocab = upos_vocab
+        self.tokenize = tokenize
         self.batch_tokens = batch_tokens
         self.max_sentences = max_sentences
         self.shuffle_buffer = shuffle_buffer
@@ -112,7 +113,7 @@ class SentenceStream(IterableDataset):
                     self._batches += 1
                     produced = True
                     indices, chosen = zip(*batch)
-                    yield collate(chosen, self.upos_vocab, None, indices, skipped)
+                    yield collate(chosen, self.upos_vocab, None, indices, skipped, self.tokenize)
                     skipped = 0
                 self._start, self._batches = end, 0
             if whole_pass and not produced:

@@ -79,10 +79,10 @@ def test_long_sentence_reads_each_word_from_its_most_central_window(tiny_bert_di
 
     tokens = encoder.tokenizer(LONG, is_split_into_words=True, add_special_tokens=False)
     ids, word_ids = tokens["input_ids"], tokens.word_ids()
-    width = encoder.window
-    starts = encoder._window_starts(len(ids))
+    width = encoder.subwords.window
+    starts = encoder.subwords._window_starts(len(ids))
     assert len(starts) > 2 and starts[0] == 0 and starts[-1] + width == len(ids)
-    assert all(0 < b - a <= width - encoder.stride for a, b in itertools.pairwise(starts))
+    assert all(0 < b - a <= width - encoder.subwords.stride for a, b in itertools.pairwise(starts))
 
     cls, sep = encoder.tokenizer.cls_token_id, encoder.tokenizer.sep_token_id
     windows = [torch.tensor([[cls, *ids[s : s + width], sep]]) for s in starts]

@@ -147,3 +147,17 @@ def test_training_needs_a_finite_length(tiny_bert_dir, small_treebank, tmp_path)
                       enable_model_summary=False, default_root_dir=tmp_path)
     with pytest.raises(ValueError, match="finite length"):
         endless.fit(model, data)
+
+
+def test_batches_arrive_tokenised_from_dataloader_workers(tiny_bert_dir, small_treebank, tmp_path):
+    """The model hands its SubwordTokenizer to the data module; a worker process collates
+    batches with their subwords, and scores equal those of tokenising in forward."""
+    data = DependencyDataModule(treebank=None, train=str(small_treebank), dev=str(small_treebank),
+                                batch_tokens=300, num_workers=1)
+    data.setup("fit")
+    model = Parser(encoder=str(tiny_bert_dir), arc_size=32, label_size=16, labels=data.label_vocab.itos).eval()
+    _trainer(tmp_path, steps=1).validate(model, data)
+    batch = next(iter(data.val_dataloader()))
+    assert batch.subwords is not None
+    with torch.no_grad():
+        torch.testing.assert_close(model(batch.words, batch.subwords).arcs, model(batch.words).arcs)
