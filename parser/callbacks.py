@@ -60,6 +60,9 @@ class RunSummary(Callback):
             lines.append(f"best dev: UAS {self.best.get('val/uas', float('nan')):.2f} LAS {self.best[MONITOR]:.2f} at step {self.best['step']}")
         else:
             lines.append("no validation ran, so there is no best checkpoint")
+        skipped = int(trainer.callback_metrics.get("train/unlabeled_skipped", 0))
+        if skipped:
+            lines.append(f"skipped {skipped} malformed unlabeled lines (each is in the log with its file and line)")
         if best is not None and best.best_model_path:
             lines.append(f"best checkpoint: {best.best_model_path}")
         if last is not None and last.last_model_path:

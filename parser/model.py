@@ -115,6 +115,7 @@ class Parser(LightningModule):
         self.scorer: BiaffineScorer | None = None
         self.upos_vocab = build_upos_vocab()
         self._teacher: list[Parser] = []  # a list keeps the teacher out of state_dict and .parameters()
+        self._unlabeled_skipped = 0
         if labels is not None:
             self._build_labels(labels)
 
@@ -205,6 +206,9 @@ class Parser(LightningModule):
         loss = losses.get("supervised", 0.0) + weight * losses.get("unsupervised", 0.0)
         size = labeled.lengths.shape[0]
         self.log("train/loss", loss, prog_bar=True, batch_size=size)
+        if unlabeled is not None:  # malformed unlabeled lines skipped so far, all processes
+            self._unlabeled_skipped += unlabeled.skipped
+            self.log("train/unlabeled_skipped", float(self._unlabeled_skipped), reduce_fx="sum", sync_dist=True, batch_size=size)
         if "unsupervised" in losses:
             self.log("train/lambda", weight, batch_size=size)
         for name, value in losses.items():

@@ -9,6 +9,7 @@ import pytest
 import torch
 from lightning.pytorch import Trainer, seed_everything
 
+from objectives.entropy_regularizer import EntropyRegularizer
 from objectives.ge import GeneralizedExpectation, estimate_targets
 from objectives.likelihood import Likelihood
 from parser.batch import collate
@@ -161,3 +162,16 @@ def test_batches_arrive_tokenised_from_dataloader_workers(tiny_bert_dir, small_t
     assert batch.subwords is not None
     with torch.no_grad():
         torch.testing.assert_close(model(batch.words, batch.subwords).arcs, model(batch.words).arcs)
+
+
+def test_skipped_unlabeled_lines_are_counted_in_the_log(tiny_bert_dir, small_treebank, tmp_path):
+    blocks = small_treebank.read_text(encoding="utf-8").split("\n\n")[:12]
+    broken = [blocks[0].replace("\t", " ", 1), *blocks[1:5], blocks[5] + "\n1\tonly-two-columns"]
+    unlabeled = tmp_path / "raw.conllu"
+    unlabeled.write_text("\n\n".join(broken + blocks[6:]) + "\n\n", encoding="utf-8")
+    data = DependencyDataModule(treebank=None, train=str(small_treebank), dev=str(small_treebank),
+                                unlabeled=str(unlabeled), batch_tokens=300)
+    model = Parser(encoder=str(tiny_bert_dir), arc_size=32, label_size=16, unsupervised=EntropyRegularizer())
+    trainer = _trainer(tmp_path, steps=1)  # one pass of the stream reaches both bad lines (shuffle buffer > file)
+    trainer.fit(model, data)
+    assert trainer.callback_metrics["train/unlabeled_skipped"] == 2
