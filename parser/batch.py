@@ -10,7 +10,9 @@ import torch
 from torch import Tensor
 
 from .sentences import Sentence
-from .vocab import IGNORE_INDEX, Vocab
+from objectives.conventions import IGNORE_INDEX
+
+from .vocab import Vocab
 
 
 @dataclass

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from .cli import run_reporting_errors
 from .sentences import ConlluError, read_conllu
+from .vocab import universal_deprel
 
 # As in conll18_ud_eval.py: everything but the functional relations
 # (aux case cc clf cop det mark), punct and non-UD labels.
@@ -65,7 +66,7 @@ def scores(gold_path: str | os.PathLike, pred_path: str | os.PathLike) -> dict[s
                               " (both files must hold the same words)")
         for gold_head, gold_deprel, head, deprel in zip(g.heads, g.deprels, p.heads, p.deprels,
                                                         strict=True):
-            gold_deprel, deprel = gold_deprel.split(":")[0], deprel.split(":")[0]
+            gold_deprel, deprel = universal_deprel(gold_deprel), universal_deprel(deprel)
             words += 1
             uas += head == gold_head
             las += head == gold_head and deprel == gold_deprel

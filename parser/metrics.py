@@ -10,12 +10,14 @@ from torchmetrics import Metric
 
 from objectives.conventions import IGNORE_INDEX, word_mask
 
+from .vocab import universal_deprel
+
 
 def universal_index(labels: Sequence[str]) -> list[int]:
     """For each label, an id of its universal part (before ``:``), so that ``nmod`` and
     ``nmod:poss`` get the same id. Ids number the distinct universal parts in order."""
     ids: dict[str, int] = {}
-    return [ids.setdefault(label.split(":")[0], len(ids)) for label in labels]
+    return [ids.setdefault(universal_deprel(label), len(ids)) for label in labels]
 
 
 class AttachmentScore(Metric):

@@ -17,6 +17,7 @@ from torch import Tensor
 from objectives.likelihood import Likelihood
 from objectives.mtt import marginals as arc_marginals
 from objectives.objective import Objective, ObjectiveContext, Scores
+from objectives.schedule import linear_warmup_decay
 
 from . import checkpoint as checkpoint_files
 from .biaffine import BiaffineScorer
@@ -26,16 +27,6 @@ from .vocab import Vocab, build_upos_vocab
 from .decode import mst, mst_labels
 from .encoder import Subwords, WordEncoder
 from .metrics import AttachmentScore, universal_index
-
-
-def lambda_schedule(step: int, weight: float, warmup: int, total: float, decay: bool) -> float:
-    """lambda at ``step``: linear ramp from 0 over ``warmup`` steps; then ``weight``, or with
-    ``decay`` a linear fall to 0 at step ``total`` (the end of training)."""
-    if warmup and step < warmup:
-        return weight * step / warmup
-    if not decay:
-        return weight
-    return weight * max(0.0, (total - step) / max(total - warmup, 1))
 
 
 def _batches(sentences: Sequence[Sentence], upos_vocab: Vocab, size: int = 256) -> Iterator[Batch]:
@@ -60,6 +51,11 @@ class Parser(LightningModule):
     Args:
         encoder: transformers model name or path (see ``parser.encoder.resolve_model_path``).
         pooling: subword pooling, ``first`` or ``mean``.
+        encoder_dropout: dropout on the encoder's word vectors.
+        freeze_encoder: keep the transformer's weights fixed (train the scorer only).
+        max_subwords: subwords per transformer window, special tokens included (default:
+            the model's limit); longer sentences are read in overlapping windows.
+        window_stride: subwords shared by consecutive windows.
         arc_size, label_size, dropout: biaffine MLP sizes and dropout.
         supervised: the objective on labeled batches (default: tree likelihood); ``None``
             for none.
@@ -88,6 +84,10 @@ class Parser(LightningModule):
         self,
         encoder: str = "all-MiniLM-L6-v2",
         pooling: str = "first",
+        encoder_dropout: float = 0.0,
+        freeze_encoder: bool = False,
+        max_subwords: int | None = None,
+        window_stride: int = 128,
         arc_size: int = 500,
         label_size: int = 100,
         dropout: float = 0.33,
@@ -109,7 +109,8 @@ class Parser(LightningModule):
         if unsupervised_schedule not in ("constant", "linear_decay"):
             raise ValueError(f"unsupervised_schedule must be 'constant' or 'linear_decay', got {unsupervised_schedule!r}")
         self.save_hyperparameters(ignore=["supervised", "unsupervised", "encoder_source"])
-        self.encoder = WordEncoder(encoder, pooling=pooling, source=encoder_source)
+        self.encoder = WordEncoder(encoder, pooling=pooling, max_length=max_subwords, stride=window_stride,
+                                   dropout=encoder_dropout, freeze=freeze_encoder, source=encoder_source)
         self.supervised = Likelihood() if supervised is None and unsupervised is None else supervised
         self.unsupervised = unsupervised
         self.scorer: BiaffineScorer | None = None
@@ -200,9 +201,8 @@ class Parser(LightningModule):
             teacher = self.teacher_scores(raw) if self.unsupervised.needs_teacher else None
             losses["unsupervised"] = self.unsupervised(scores, raw, teacher)
         hp = self.hparams
-        decay = hp.unsupervised_schedule == "linear_decay"
-        total = self.trainer.estimated_stepping_batches if decay else 0
-        weight = lambda_schedule(self.global_step, hp.unsupervised_weight, hp.unsupervised_warmup, total, decay)
+        total = self.trainer.estimated_stepping_batches if hp.unsupervised_schedule == "linear_decay" else None
+        weight = hp.unsupervised_weight * linear_warmup_decay(self.global_step, hp.unsupervised_warmup, total)
         loss = losses.get("supervised", 0.0) + weight * losses.get("unsupervised", 0.0)
         size = labeled.lengths.shape[0]
         self.log("train/loss", loss, prog_bar=True, batch_size=size)
@@ -257,13 +257,7 @@ class Parser(LightningModule):
             raise ValueError("training needs a finite length (trainer.max_steps or max_epochs): the learning rate decays to 0 over it")
         total = max(int(steps), 1)
         warmup = min(self.hparams.warmup_steps, total // 2)
-
-        def schedule(step: int) -> float:
-            if step < warmup:
-                return (step + 1) / warmup
-            return max(0.0, (total - step) / max(total - warmup, 1))
-
-        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, partial(linear_warmup_decay, warmup=warmup, total=total))
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
 
     # ----------------------------------------------------------------- inference API

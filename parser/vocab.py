@@ -10,11 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from .sentences import Sentence
+from objectives.conventions import IGNORE_INDEX, UPOS_TAGS
 
-IGNORE_INDEX = -100
-UPOS_TAGS = ("ADJ", "ADP", "ADV", "AUX", "CCONJ", "DET", "INTJ", "NOUN", "NUM", "PART",
-             "PRON", "PROPN", "PUNCT", "SCONJ", "SYM", "VERB", "X")
+from .sentences import Sentence
 
 
 class Vocab:
@@ -70,3 +68,9 @@ def build_upos_vocab() -> Vocab:
 def build_label_vocab(sentences: Iterable[Sentence]) -> Vocab:
     """The full DEPRELs of the sentences, sorted; no ``<unk>`` (unseen labels -> -100)."""
     return Vocab.from_iterable(d for s in sentences for d in s.deprels)
+
+
+def universal_deprel(deprel: str) -> str:
+    """The universal part of a DEPREL, before any ``:subtype`` (``nmod:poss`` -> ``nmod``),
+    which LAS and CLAS compare (CoNLL 2018 definitions)."""
+    return deprel.split(":")[0]

@@ -16,7 +16,7 @@ from parser.batch import collate
 from parser.datamodule import DependencyDataModule
 from parser.sentences import read_conllu
 from parser.evaluate import evaluate
-from parser.model import Parser, lambda_schedule
+from parser.model import Parser
 from parser.predict import ConlluWriter, predict
 
 EWT = "UD_English-EWT/en_ewt-ud-dev.conllu"
@@ -120,12 +120,7 @@ def test_ge_targets_come_from_the_labeled_sentences(tiny_bert_dir, small_treeban
     assert math.isfinite(float(model.trainer.callback_metrics["train/unsupervised"]))
 
 
-def test_lambda_schedule():
-    ramp = [lambda_schedule(step, 0.5, 4, 12, decay=False) for step in (0, 2, 4, 11)]
-    assert ramp == [0.0, 0.25, 0.5, 0.5]
-    decay = [lambda_schedule(step, 0.5, 4, 12, decay=True) for step in (0, 2, 4, 8, 11, 12)]
-    assert decay == [0.0, 0.25, 0.5, 0.25, 0.0625, 0.0]
-    assert lambda_schedule(3, 1.0, 0, 4, decay=True) == 0.25
+def test_unknown_lambda_schedule_is_refused():
     with pytest.raises(ValueError, match="unsupervised_schedule must be"):
         Parser(unsupervised_schedule="cosine")
 
