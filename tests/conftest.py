@@ -42,3 +42,12 @@ def ud_dir() -> Path:
     if not path.is_dir():
         pytest.fail(f"UD data not found at {path}: set UD_DIR or fetch the treebanks")
     return path
+
+
+DEVICES = ["cpu", *(["cuda"] if torch.cuda.is_available() else [])]
+
+
+@pytest.fixture(params=DEVICES)
+def device(request) -> torch.device:
+    """Each available device: CPU always, CUDA too where there is one."""
+    return torch.device(request.param)

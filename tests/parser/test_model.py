@@ -170,3 +170,14 @@ def test_skipped_unlabeled_lines_are_counted_in_the_log(tiny_bert_dir, small_tre
     trainer = _trainer(tmp_path, steps=1)  # one pass of the stream reaches both bad lines (shuffle buffer > file)
     trainer.fit(model, data)
     assert trainer.callback_metrics["train/unlabeled_skipped"] == 2
+
+
+@pytest.mark.parametrize("multiroot", [False, True])
+def test_the_model_owns_the_tree_set_of_its_objectives(multiroot, tiny_bert_dir, small_treebank, tmp_path):
+    """``multiroot`` reaches training objectives (through ``setup``) as well as decoding."""
+    data = DependencyDataModule(treebank=None, train=str(small_treebank), dev=str(small_treebank), labeled_size=10,
+                                batch_tokens=300)
+    model = Parser(encoder=str(tiny_bert_dir), arc_size=32, label_size=16, multiroot=multiroot,
+                   supervised=Likelihood(), unsupervised=EntropyRegularizer())
+    _trainer(tmp_path, steps=1).fit(model, data)
+    assert model.supervised.multiroot is multiroot and model.unsupervised.multiroot is multiroot

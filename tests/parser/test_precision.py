@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from lightning.fabric.utilities.apply_func import move_data_to_device
 from lightning.pytorch import Trainer, seed_everything
 
 from objectives.entropy_regularizer import EntropyRegularizer
@@ -51,7 +52,7 @@ def setup(tiny_bert_dir, ud_dir):
 
 def _step(model: Parser, objective, batch, teacher_scores, dtype: torch.dtype | None) -> tuple[float, torch.Tensor]:
     model.zero_grad()
-    with torch.autocast("cpu", dtype=dtype or torch.bfloat16, enabled=dtype is not None):
+    with torch.autocast(model.device.type, dtype=dtype or torch.bfloat16, enabled=dtype is not None):
         loss = objective(model(batch.words), batch, teacher_scores)
     loss.backward()
     gradient = torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
@@ -59,8 +60,10 @@ def _step(model: Parser, objective, batch, teacher_scores, dtype: torch.dtype | 
 
 
 @pytest.mark.parametrize("name", sorted(OBJECTIVES))
-def test_bf16_step_matches_float32(name, setup):
+def test_bf16_step_matches_float32(name, setup, device):
     model, teacher, batch = setup
+    model, teacher = model.to(device), teacher.to(device)
+    batch = move_data_to_device(batch, device)
     objective = OBJECTIVES[name]()
     objective.setup(ObjectiveContext(stage="fit", tags=model.upos_vocab.itos, labels=model.label_vocab.itos,
                                      labeled_batches=lambda: [batch]))
