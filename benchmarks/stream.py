@@ -1,0 +1,125 @@
+"""Unlabeled data as a stream, and training on several CPU processes, through train.py.
+
+    python -m benchmarks.stream make [--dir /tmp/treeexp-stream]   # EWT train sentences repeated:
+                                                                  #   10k.txt, 1m.txt, 1m.txt.gz
+    python -m benchmarks.stream corpora [--dir ...] [--steps 8]    # time to the first step, peak RSS,
+                                                                  #   sentences/s, per corpus
+    python -m benchmarks.stream processes [--steps 16]             # training sentences/s, 1 and 2 processes
+
+Every run is ``python train.py fit`` in a fresh process (the entropy recipe with
+``--data.unlabeled CORPUS``, or the likelihood recipe), with ``Timing`` among its callbacks:
+it writes, from process 0, the seconds from the launch to the first training step, the
+process's peak RSS, and the sentences per second (labeled + unlabeled, all processes) of
+the steps after the first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from itertools import cycle, islice
+from pathlib import Path
+
+import torch
+from lightning.pytorch import Callback
+
+from parser.datamodule import DependencyDataModule
+
+REPO = Path(__file__).resolve().parents[1]
+LAUNCHED = "TREEEXP_BENCH_LAUNCHED"  # time.time() when the driver started the run
+
+
+class Timing(Callback):
+    """Writes ``{"first_step_s", "peak_rss_mb", "sentences_per_s"}`` to ``output`` (JSON)."""
+
+    def __init__(self, output: str):
+        self.output = output
+        self.sentences = 0
+        self.first_step_s = self.started = None
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+        if self.first_step_s is None:
+            self.first_step_s = time.time() - float(os.environ[LAUNCHED])
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        if self.started is None:  # the first step warms up; time the others
+            self.started = time.perf_counter()
+            return
+        batches = batch.values() if isinstance(batch, dict) else [batch]
+        self.sentences += sum(len(b.words) for b in batches)
+
+    def on_train_end(self, trainer, pl_module) -> None:
+        seconds = time.perf_counter() - self.started
+        sentences = trainer.strategy.reduce(torch.tensor(float(self.sentences)), reduce_op="sum")
+        if trainer.is_global_zero:
+            Path(self.output).write_text(json.dumps({
+                "first_step_s": round(self.first_step_s, 2),
+                "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+                "sentences_per_s": round(float(sentences) / seconds, 2),
+            }))
+
+
+def make(directory: Path) -> None:
+    """10k.txt, 1m.txt and 1m.txt.gz: EWT train sentences, one per line, repeated."""
+    directory.mkdir(parents=True, exist_ok=True)
+    data = DependencyDataModule()
+    data.setup("fit")
+    lines = [" ".join(s.words) + "\n" for s in data.train_sentences]
+    for name, count in (("10k.txt", 10_000), ("1m.txt", 1_000_000)):
+        with open(directory / name, "w", encoding="utf-8") as file:
+            file.writelines(islice(cycle(lines), count))
+    with open(directory / "1m.txt", "rb") as source, gzip.open(directory / "1m.txt.gz", "wb") as target:
+        while chunk := source.read(1 << 20):
+            target.write(chunk)
+
+
+def train(args: list[str], processes: int = 1) -> dict:
+    """Run ``train.py fit ARGS`` with Timing on ``processes`` CPU processes; its numbers."""
+    with tempfile.TemporaryDirectory() as root:
+        output = Path(root) / "timing.json"
+        command = [sys.executable, str(REPO / "train.py"), "fit", *args,
+                   "--trainer.callbacks+=benchmarks.stream.Timing", "--trainer.callbacks.output", str(output),
+                   "--trainer.limit_val_batches", "0", "--trainer.enable_progress_bar", "false",
+                   "--trainer.default_root_dir", root, "--trainer.accelerator", "cpu",
+                   "--trainer.devices", str(processes)]
+        if processes > 1:
+            command += ["--trainer.strategy", "ddp"]
+        env = {**os.environ, LAUNCHED: str(time.time()), "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
+        subprocess.run(command, cwd=REPO, env=env, check=True, capture_output=True)
+        return json.loads(output.read_text())
+
+
+def main(argv: list[str] | None = None) -> None:
+    cli = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    cli.add_argument("what", choices=["make", "corpora", "processes"])
+    cli.add_argument("--dir", type=Path, default=Path("/tmp/treeexp-stream"))
+    cli.add_argument("--steps", type=int, default=None)
+    args = cli.parse_args(argv)
+    if args.what == "make":
+        make(args.dir)
+        return
+    if args.what == "corpora":
+        print("| corpus | time to first step (s) | peak RSS (MB) | sentences/s |\n|---|---|---|---|")
+        for name in ("10k.txt", "1m.txt", "1m.txt.gz"):
+            result = train(["--config", str(REPO / "configs/entropy.yaml"), "--data.unlabeled", str(args.dir / name),
+                            "--data.batch_tokens", "1000", "--trainer.max_steps", str(args.steps or 8)])
+            print(f"| {name} | {result['first_step_s']} | {result['peak_rss_mb']} | {result['sentences_per_s']} |",
+                  flush=True)
+        return
+    print("| processes | time to first step (s) | peak RSS per process (MB) | sentences/s |\n|---|---|---|---|")
+    for processes in (1, 2):
+        result = train(["--config", str(REPO / "configs/likelihood.yaml"), "--data.batch_tokens", "1000",
+                        "--trainer.max_steps", str(args.steps or 16)], processes)
+        print(f"| {processes} | {result['first_step_s']} | {result['peak_rss_mb']} | {result['sentences_per_s']} |",
+              flush=True)
+
+
+if __name__ == "__main__":
+    main()
