@@ -11,7 +11,7 @@ import functools
 import torch
 from torch import Tensor
 
-__all__ = ["IGNORE_INDEX", "UPOS_TAGS", "arc_mask", "word_mask"]
+__all__ = ["IGNORE_INDEX", "UPOS_TAGS", "arc_mask", "word_mask", "masks"]
 
 IGNORE_INDEX = -100
 """Gold label of position 0, padding and labels unseen in training (``F.cross_entropy``'s default)."""
@@ -33,6 +33,14 @@ def _constants(n: int, device: torch.device) -> tuple[Tensor, Tensor]:
     return positions, static
 
 
+def masks(lengths: Tensor, n: int) -> tuple[Tensor, Tensor]:
+    """:func:`arc_mask` and :func:`word_mask` together (one comparison for both)."""
+    positions, static = _constants(n, lengths.device)
+    inside = positions <= lengths.unsqueeze(-1)  # (B, N+1): the root and the words
+    arcs = torch.logical_and(static, inside.unsqueeze(-1)).logical_and_(inside.unsqueeze(-2))
+    return arcs, inside.logical_and_(positions > 0)
+
+
 def word_mask(lengths: Tensor, n: int) -> Tensor:
     """Real words: ``(B,)`` lengths -> ``(B, N+1)`` bool, ``1 <= i <= lengths[b]``."""
     positions, _ = _constants(n, lengths.device)
@@ -42,6 +50,4 @@ def word_mask(lengths: Tensor, n: int) -> Tensor:
 def arc_mask(lengths: Tensor, n: int) -> Tensor:
     """Possible arcs h -> m: ``(B,)`` lengths -> ``(B, N+1, N+1)`` bool, h in 0..len,
     m in 1..len, h != m. The same for both tree sets (single-root trees are a subset)."""
-    positions, static = _constants(n, lengths.device)
-    inside = positions <= lengths.unsqueeze(-1)  # (B, N+1): the root and the words
-    return torch.logical_and(static, inside.unsqueeze(-1)).logical_and_(inside.unsqueeze(-2))
+    return masks(lengths, n)[0]

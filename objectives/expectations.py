@@ -123,37 +123,35 @@ def entropy_from(prepared: Prepared) -> Tensor:
             return (log_z - (mu * _finite(filled)).flatten(1).sum(1)).clamp_min(0.0)  # < 0 only by rounding
         if torch.is_grad_enabled() and arcs.requires_grad:
             return _Entropy.apply(arcs, factor)
-        return _entropy_terms(factor)[0].to(arcs.dtype)
+        return _entropy(factor).to(arcs.dtype)
 
 
-def _entropy_terms(factor: Factorisation) -> tuple[Tensor, Tensor]:
-    """``(H (B,), mu * s)`` with ``s = factor.log_weights`` ``(B, N+1, N+1)`` (0 off the arcs
-    and on forbidden arcs).
+def _entropy(factor: Factorisation) -> Tensor:
+    """``H`` ``(B,)`` from the log-weights ``s = factor.log_weights`` ``(B, N+1, N+1)`` (0 off
+    the arcs and on forbidden arcs).
 
     ``H = log Z - sum_e mu_e scores_e = log det L(w) - sum_e mu_e log w_e``: each word's
     marginals sum to 1, so the per-word shifts cancel exactly instead of in rounding; and
     the Hessian of log Z maps per-word shifts to 0, so ``s`` also gives the gradient.
     """
-    mu_s = factor.marginals() * factor.log_weights
-    value = factor.log_partition - factor.shift - mu_s.sum((-2, -1))
-    return value.clamp_min_(0.0), mu_s  # < 0 only by rounding
+    expected = (factor.marginals() * factor.log_weights).sum((-2, -1))  # sum_e mu_e s_e
+    return (factor.log_partition - factor.shift - expected).clamp_min_(0.0)  # < 0 only by rounding
 
 
 class _Entropy(torch.autograd.Function):
     """Unlabeled scores -> entropy; the gradient ``-H s`` (``H`` the Hessian of log Z) is one
-    closed-form marginal VJP reusing the forward's ``mu * s``, with no autograd graph."""
+    closed-form marginal VJP, with no autograd graph."""
 
     @staticmethod
     def forward(ctx, arcs: Tensor, factor: Factorisation) -> Tensor:
-        value, ctx.mu_s = _entropy_terms(factor)
         ctx.factor = factor
-        return value.to(arcs.dtype)
+        return _entropy(factor).to(arcs.dtype)
 
     @staticmethod
     @once_differentiable
     def backward(ctx, grad: Tensor):
         with no_autocast(grad.device):
-            vjp = ctx.factor.marginal_vjp(ctx.factor.log_weights, ctx.mu_s)
+            vjp = ctx.factor.marginal_vjp(ctx.factor.log_weights)
             out = vjp.mul_(grad.to(vjp.dtype).neg()[:, None, None])
         return out.to(grad.dtype), None
 

@@ -379,7 +379,11 @@ class GeneralizedExpectation(Objective):
                 stats = torch.cat([expected, counts])
                 dist.all_reduce(stats, group=group)
                 expected, counts = stats.split(len(expected))
-            slope, value = torch.func.grad_and_value(self._loss)(expected, counts)
+            with torch.enable_grad():  # the slope dPenalty/dE: autograd over K numbers
+                expected = expected.detach().requires_grad_()
+                value = self._loss(expected, counts)
+                (slope,) = torch.autograd.grad(value, expected)
+            value = value.detach()
             r = _arc_weights(ids, slope, tags)  # (B, N+1, N+1): sum_k dPenalty/dE_k f_k
             scale = 1 if group is None else dist.get_world_size(group)  # as the reverse route (see above)
             return _CovarianceGradient.apply(arcs, value, prepared.factor, r, scale)

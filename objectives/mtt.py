@@ -30,10 +30,21 @@ Gradients. ``d log Z / d scores`` is the marginal matrix; the gradient of the ma
 ``mu * g - w * L*((X L(w * g) X)^T)`` (T2 with one direction), so entropy, KL, risk and GE
 gradients cost O(N^3) and never differentiate through a determinant twice.
 
-Overhead. At UD sentence lengths (N ~ 10-40) the cubic work is a few microseconds and the
-per-call cost of small tensor operations decides the run time, so the arc mask is built
-once per call and passed down, the Laplacian and the adjoint are written with as few
-operations as possible, and no autograd nodes are built when no input requires a gradient.
+Overhead. At UD sentence lengths (N ~ 10-40) the cubic work is small and the per-call cost
+of tensor operations (and of touching freshly allocated memory) decides much of the run
+time, so the arc mask is built once per call, the Laplacian and its adjoint are written
+with as few operations and buffers as possible, validation (``validate=True``) and the
+fallback decision share one host sync, and no autograd nodes are built when no input
+requires a gradient.
+
+Engine interface (for :mod:`objectives.expectations`, :class:`~objectives.TreeCRF` and the
+objectives): :func:`prepare` validates, masks and factorises once and returns a
+:class:`Prepared` (the differentiable scores and their :class:`Factorisation`); every
+quantity is then read from it: :func:`log_partition_and_marginals_from` (differentiable
+``log Z`` and marginals), :meth:`Factorisation.marginals` and
+:meth:`Factorisation.marginal_vjp` (constants and the closed-form T2 product, for custom
+autograd Functions), :func:`weighted_adjoint` and :func:`exact_derivatives` (the pieces of
+T2 with many directions). :func:`no_autocast` wraps every call into it.
 """
 
 from __future__ import annotations
@@ -49,7 +60,7 @@ import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-from .conventions import arc_mask, word_mask
+from .conventions import arc_mask, masks, word_mask
 
 __all__ = [
     "log_partition",
@@ -101,22 +112,20 @@ def _check_shapes(scores: Tensor, lengths: Tensor, name: str) -> None:
         raise ValueError(f"lengths must be an integer tensor, got {lengths.dtype}")
 
 
-def _check_ranges(lengths: Tensor, column_max: Tensor, n: int, name: str, *more: Tensor) -> list[float]:
-    """Raise unless ``lengths`` lie in 1..N and ``column_max`` (the largest score into each
-    word, over possible arcs) holds no NaN or +inf (``amax`` propagates NaN, and is +inf only
-    if some arc is). One host sync for all of it, and for the scalars ``more``, whose values
-    it returns."""
-    values = [lengths.min(), lengths.max(), column_max.amax()] if lengths.numel() else []
-    values = torch.stack([v.to(torch.float64) for v in values + list(more)]).tolist() if values or more else []
-    if lengths.numel():
-        (low, high, top), values = values[:3], values[3:]
-        if low < 1 or high > n:
-            raise ValueError(f"lengths must lie in 1..{n} (N), got {lengths.tolist()}")
-        if top != top:
-            raise ValueError(f"{name} holds NaN on possible arcs")
-        if top == float("inf"):
-            raise ValueError(f"{name} holds +inf on possible arcs")
-    return values
+def _check_ranges(lengths: Tensor, top: Tensor, n: int, name: str, *more: Tensor) -> list[float]:
+    """Raise unless ``lengths`` lie in 1..N and ``top`` (the largest score on a possible
+    arc, a 0-dim tensor) is neither NaN nor +inf (``amax`` propagates NaN, and is +inf only
+    if some arc is). One host sync for all of it, and for the 0-dim tensors ``more``, whose
+    values it returns."""
+    low, high = torch.aminmax(lengths) if lengths.numel() else (lengths.new_ones(()), lengths.new_ones(()))
+    low, high, top, *more = torch.stack([low.to(top.dtype), high.to(top.dtype), top, *(x.to(top.dtype) for x in more)]).tolist()
+    if low < 1 or high > n:
+        raise ValueError(f"lengths must lie in 1..{n} (N), got {lengths.tolist()}")
+    if top != top:
+        raise ValueError(f"{name} holds NaN on possible arcs")
+    if top == float("inf"):
+        raise ValueError(f"{name} holds +inf on possible arcs")
+    return more
 
 
 def check_arguments(scores: Tensor, lengths: Tensor, name: str = "scores") -> None:
@@ -124,7 +133,7 @@ def check_arguments(scores: Tensor, lengths: Tensor, name: str = "scores") -> No
     _check_shapes(scores, lengths, name)
     mask = arc_mask(lengths, scores.shape[1] - 1)
     filled = scores.detach().masked_fill(~(mask.unsqueeze(-1) if scores.dim() == 4 else mask), float("-inf"))
-    _check_ranges(lengths, filled.amax(1), scores.shape[1] - 1, name)
+    _check_ranges(lengths, filled.amax() if filled.numel() else filled.new_zeros(()), scores.shape[1] - 1, name)
 
 
 def laplacian(weights: Tensor, lengths: Tensor | None, multiroot: bool = False) -> Tensor:
@@ -166,6 +175,18 @@ def _laplacian(weights: Tensor, padding: Tensor | None, multiroot: bool, into: T
     return lap
 
 
+def _laplacian_block(block: Tensor, root: Tensor, multiroot: bool) -> Tensor:
+    """The Laplacian ``(B, N, N)`` built in place from ``block``, minus the word-to-word
+    weights ``(B, N, N)``, and the root weights ``root`` ``(B, N)`` (no padding)."""
+    diagonal = block.sum(-2).neg_()
+    if multiroot:
+        diagonal += root
+    block.diagonal(dim1=-2, dim2=-1).add_(diagonal)
+    if not multiroot:
+        block[:, 0, :] = root
+    return block
+
+
 def _adjoint(matrix: Tensor, multiroot: bool) -> Tensor:
     """The adjoint of :func:`laplacian` (``<L(x), M> = <x, L*(M)>`` on arcs) applied to
     ``matrix`` ``(..., N, N)``: ``(..., N+1, N+1)``, column 0 exactly 0.
@@ -196,7 +217,10 @@ def _adjoint(matrix: Tensor, multiroot: bool) -> Tensor:
 def weighted_adjoint(weights: Tensor, matrix: Tensor, multiroot: bool) -> Tensor:
     """``weights * L*(matrix)``: ``(..., N+1, N+1)`` weights, ``(..., N, N)`` matrix ->
     ``(..., N+1, N+1)``, column 0 exactly 0. ``L*`` is the adjoint of :func:`laplacian`."""
-    return weights * _adjoint(matrix, multiroot)
+    adjoint = _adjoint(matrix, multiroot)
+    if torch.is_grad_enabled() and (weights.requires_grad or matrix.requires_grad):
+        return weights * adjoint
+    return adjoint.mul_(weights)  # in place: one buffer less
 
 
 @dataclass
@@ -244,18 +268,19 @@ class Factorisation:
             self._marginals = mu
         return self._marginals
 
-    def marginal_vjp(self, grad: Tensor, mu_grad: Tensor | None = None) -> Tensor:
+    def marginal_vjp(self, grad: Tensor) -> Tensor:
         """Vector-Jacobian product of the marginals: ``sum_e grad_e d mu_e / d scores``.
 
         This is ``Cov(sum_e grad_e 1_e, 1_e')`` for every arc e' (T2 with R = 1):
         ``mu * grad - w * L*((X L(w * grad) X)^T)``; O(N^3). ``grad`` ``(B, N+1, N+1)`` in
-        the compute dtype, finite; ``mu_grad`` is ``mu * grad`` if the caller has it.
+        the compute dtype, finite. Not differentiable (for custom backwards).
         """
         inverse, weights, multiroot = self.inverse, self.weights, self.multiroot
-        if mu_grad is None:
-            mu_grad = self.marginals() * grad
-        product = inverse @ _laplacian(weights * grad, None, multiroot) @ inverse
-        vjp = torch.addcmul(mu_grad, weights, _adjoint(product.mT, multiroot), value=-1)
+        root = weights[:, 0, 1:] * grad[:, 0, 1:]
+        block = torch.mul(weights[:, 1:, 1:], grad[:, 1:, 1:]).neg_()  # -(w * grad) between words
+        lap = _laplacian_block(block, root, multiroot)
+        vjp = _adjoint((inverse @ lap @ inverse).mT, multiroot).mul_(weights).neg_()
+        vjp.addcmul_(self.marginals(), grad)
         if self.exact is not None:  # double backward through _eliminate
             scores, direction = self.exact_scores, grad[self.exact].unsqueeze(1)
             vjp[self.exact] = exact_derivatives(scores, self.padding, multiroot, direction).squeeze(1)
@@ -297,7 +322,7 @@ def prepare(scores: Tensor, lengths: Tensor, multiroot: bool = False, validate: 
         _check_shapes(scores, lengths, "scores")
     if scores.dtype not in (torch.float32, torch.float64):
         scores = scores.float()
-    mask = arc_mask(lengths, scores.shape[1] - 1)
+    mask, words = masks(lengths, scores.shape[1] - 1)
     nonarc = ~mask
     if scores.dim() == 4:
         # padding may hold NaN: keep it out of autograd (and out of the label softmax)
@@ -306,19 +331,21 @@ def prepare(scores: Tensor, lengths: Tensor, multiroot: bool = False, validate: 
         filled = arcs = scores
     # detached: no graph is recorded, so no no_grad() context is needed
     masked = arcs.detach().to(_compute_dtype(arcs.device)).masked_fill(nonarc, float("-inf"))
-    return Prepared(filled, arcs, _factorise(masked, mask, lengths, multiroot, validate))
+    return Prepared(filled, arcs, _factorise(masked, mask, ~words[:, 1:], lengths, multiroot, validate))
 
 
-def _factorise(masked: Tensor, mask: Tensor, lengths: Tensor, multiroot: bool, validate: bool) -> Factorisation:
+def _factorise(
+    masked: Tensor, mask: Tensor, padding: Tensor, lengths: Tensor, multiroot: bool, validate: bool
+) -> Factorisation:
     """:func:`factorise` of compute-dtype scores already ``-inf`` on every non-arc (no grad;
-    ``masked`` is overwritten: it becomes the factorisation's ``log_weights``)."""
+    ``masked`` is overwritten: it becomes the factorisation's ``log_weights``); ``padding``
+    ``(B, N)`` bool marks the padded words."""
     n = masked.shape[-1] - 1
     shift = masked.amax(dim=-2, keepdim=True)  # (B, 1, N+1): per word
-    column_max = shift.clone() if validate else None
+    top = shift.amax() if validate else None
     shift = shift.nan_to_num_(0.0, 0.0, 0.0)
     log_weights = masked.sub_(shift)  # (the caller's masked copy)
     weights = log_weights.exp()
-    padding = ~word_mask(lengths, n)[:, 1:]
     into = weights[:, 1:, 1:].sum(-2)  # (B, N): weight into each word from words
     lap = _laplacian(weights, padding, multiroot, into)
     lu, pivots, _ = torch.linalg.lu_factor_ex(lap)
@@ -334,7 +361,7 @@ def _factorise(masked: Tensor, mask: Tensor, lengths: Tensor, multiroot: bool, v
     shift = shift.sum((-2, -1))
     factor = Factorisation(weights, inverse, log_det + shift, multiroot, mask, log_weights, shift)
     # the one host sync of a factorisation: the checks, and whether any sentence is redone
-    any_redo = _check_ranges(lengths, column_max, n, "scores", redo.any())[0] if validate else redo.any()
+    any_redo = _check_ranges(lengths, top, n, "scores", redo.any())[0] if validate else redo.any()
     if any_redo:
         _redo(factor, redo, padding)
     log_weights.nan_to_num_(0.0, 0.0, 0.0)  # in place: -inf (no arc) -> 0
