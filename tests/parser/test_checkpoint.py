@@ -108,3 +108,22 @@ def test_parse_refuses_strings(trained_checkpoint):
         model.parse(["The", "dog", "barks", "."])
     with pytest.raises(ValueError, match="empty sentence"):
         model.parse([[]])
+
+
+def test_a_student_needs_its_teacher_only_to_fit(trained_checkpoint, ud_dir, tmp_path):
+    """A distilled student's checkpoint names its teacher's file; validate, test and predict
+    do without it (it may be gone), fit does not."""
+    from objectives.kl import Distillation
+
+    ckpt, _ = trained_checkpoint
+    saved = Parser.load(ckpt)
+    saved.hparams["teacher"] = str(tmp_path / "gone.ckpt")
+    saved.unsupervised = Distillation()
+    small = tmp_path / "dev.conllu"
+    small.write_text("\n\n".join((ud_dir / "UD_English-EWT/en_ewt-ud-dev.conllu").read_text().split("\n\n")[:8]) + "\n\n")
+    data = DependencyDataModule(treebank=None, train=str(small), dev=str(small), test=str(small), batch_tokens=300)
+    trainer = Trainer(logger=False, enable_progress_bar=False, enable_model_summary=False)
+    assert "val/las" in trainer.validate(saved, data)[0]
+    assert "test/las" in trainer.test(saved, data)[0]
+    with pytest.raises(FileNotFoundError, match="gone.ckpt"):
+        Trainer(max_steps=1, logger=False, enable_progress_bar=False, enable_checkpointing=False).fit(saved, data)
