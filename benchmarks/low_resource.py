@@ -1,12 +1,15 @@
 """Low-resource UD experiment: supervised-only vs + entropy vs + GE vs + KL distillation.
 
-Each cell trains ``train.py`` with K labeled sentences of the training file (the rest of it
-unlabeled), parses the test file with the best checkpoint (``parser.predict``) and scores it
-with ``parser.evaluate``. One JSON line per run goes to ``--results``; ``--report`` prints
-the markdown table (mean and spread over seeds) from that file and draws it to ``--figure``
-(test LAS by recipe and labeled size, every seed a point).
+Each cell trains ``train.py fit --config configs/<recipe>.yaml`` with K labeled sentences of
+the training file (the rest of it unlabeled), parses the test file with the best checkpoint
+(``parser.predict``) and scores it with ``parser.evaluate``. The recipes are the shipped
+configs (``RECIPES``); a cell adds only its seed, K, the treebank, its output folder and,
+for kl, the teacher, then ``--train-args``. One JSON line per run goes to ``--results``
+(scores, the exact command, the commit); ``--report`` prints the markdown table (mean and
+spread over seeds, share of the supervised-to-full-data gap) from that file and draws it to
+``--figure`` (test LAS by recipe and labeled size, every seed a point).
 
-    python -m benchmarks.low_resource --sizes 100 --seeds 1 2 3 --teacher runs/ewt/best.ckpt
+    python -m benchmarks.low_resource --sizes 100 --seeds 1 2 3 --teacher runs/likelihood/version_0/checkpoints/best.ckpt
     python -m benchmarks.low_resource --report
     python -m benchmarks.low_resource --report --results docs/results/low_resource.jsonl --figure docs/figures/low_resource.png
 """
@@ -15,49 +18,105 @@ from __future__ import annotations
 
 import argparse
 import json
-import shlex
 import os
+import shlex
 import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import torch
+import yaml
+
 from parser.drawing import new_figure, save
 from parser.evaluate import evaluate
 
 ROOT = Path(__file__).resolve().parent.parent
-CONFIGS = {"supervised": "likelihood", "entropy": "entropy", "ge": "ge", "kl": "kl"}
+# objective of a row -> the shipped config that is its recipe (configs/<name>.yaml)
+RECIPES = {"supervised": "likelihood_low_resource", "entropy": "entropy", "ge": "ge", "kl": "distill"}
+ALL = "all"  # --sizes all: every training sentence labeled (a full-data row, the ceiling)
+# Full-data test LAS of configs/likelihood.yaml (docs/experiments.md, section 1): the ceiling
+# of the report when the results hold no full-data row (``"labeled": "all"``) of the treebank.
+FULL_DATA_LAS = {"UD_English-EWT": 89.75}
 
 
-def run_cell(objective: str, size: int, seed: int, args: argparse.Namespace) -> dict:
+def train_command(objective: str, size: int | str, seed: int, treebank: str, output: Path | str,
+                  teacher: str | None = None, train_args: str = "") -> list[str]:
+    """The ``train.py`` arguments of one cell: the recipe's config, then only the seed, K
+    (``all``: no limit), the treebank, the output folder, the teacher (kl) and ``train_args``."""
+    command = [
+        "train.py", "fit", "--config", f"configs/{RECIPES[objective]}.yaml",
+        "--seed_everything", str(seed), "--data.seed", str(seed),
+        "--data.labeled_size", "null" if size == ALL else str(size), "--data.treebank", treebank,
+        "--trainer.default_root_dir", str(output),
+    ]
+    if objective == "kl":
+        if not teacher:
+            raise ValueError("the kl objective needs a teacher checkpoint")
+        command += ["--model.teacher", str(teacher)]
+    return command + shlex.split(train_args)
+
+
+def shell_command(command: list[str]) -> str:
+    """``command`` as the shell line that runs it here: ``python train.py ...``, prefixed with
+    the thread count when ``OMP_NUM_THREADS`` is set."""
+    threads = os.environ.get("OMP_NUM_THREADS")
+    return (f"OMP_NUM_THREADS={threads} " if threads else "") + shlex.join(["python", *command])
+
+
+def commit() -> str:
+    """``git rev-parse HEAD``, with ``+dirty`` when the work tree has changes not committed
+    (tracked or untracked files); ``unknown`` outside a git checkout."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
+        status = subprocess.run(["git", "status", "--porcelain"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return head + ("+dirty" if status.strip() else "")
+
+
+def teacher_labeled(teacher: str, data_root: Path) -> int:
+    """Labeled sentences the teacher trained on, from its checkpoint's data settings
+    (``labeled_size``, else the sentences of its training file); 0 when that is unknown."""
+    try:
+        data = torch.load(teacher, map_location="cpu", weights_only=False).get("datamodule_hyper_parameters") or {}
+        if data.get("labeled_size"):
+            return int(data["labeled_size"])
+        train = Path(data["train"]) if data.get("train") else None
+        if train is None and data.get("treebank"):
+            root = Path(data["root"]) if data.get("root") else data_root
+            train = sorted((root / data["treebank"]).glob("*-ud-train.conllu"))[0]
+        text = train.read_text(encoding="utf-8")
+        return sum(1 for block in text.split("\n\n") if any(line and not line.startswith("#") for line in block.splitlines()))
+    except Exception:  # noqa: BLE001 - an old or foreign checkpoint: the size is unknown
+        return 0
+
+
+def run_cell(objective: str, size: int | str, seed: int, args: argparse.Namespace) -> dict:
     """Train one cell, parse the test set with its best checkpoint, return its scores."""
     variant = "".join(c if c.isalnum() or c in "._" else "_" for c in args.train_args)
     out = Path(args.output) / f"{objective}-k{size}-s{seed}{variant}"
-    command = [
-        sys.executable, str(ROOT / "train.py"), "--objective", CONFIGS[objective],
-        "--seed_everything", str(seed), "--data.seed", str(seed),
-        "--data.treebank", args.treebank, "--data.labeled_size", str(size),
-        "--data.batch_tokens", str(args.batch_tokens),
-        "--model.encoder_lr", str(args.encoder_lr), "--model.warmup_steps", str(args.warmup_steps),
-        "--trainer.max_steps", str(args.max_steps), "--trainer.max_epochs", "-1",
-        "--trainer.val_check_interval", str(args.val_every), "--trainer.check_val_every_n_epoch", "null",
-        "--trainer.limit_val_batches", str(args.val_fraction),
-        "--trainer.default_root_dir", str(out), "--trainer.enable_progress_bar", "false",
-    ]
-    if objective == "kl":
-        command += ["--model.teacher", args.teacher]
-    command += shlex.split(args.train_args)
+    command = train_command(objective, size, seed, args.treebank, out, args.teacher, args.train_args)
+    recorded = {"commit": commit(), "command": shell_command(command)}  # before the tree can change
     start = time.perf_counter()
-    subprocess.run(command, check=True, cwd=ROOT)
+    subprocess.run([sys.executable, *command], check=True, cwd=ROOT)
     train_seconds = time.perf_counter() - start
-    best = sorted(out.glob("tensorboard/version_*/checkpoints/best*.ckpt"))[-1]
+    runs = sorted((ROOT / out / RECIPES[objective]).glob("version_*"), key=lambda p: int(p.name.split("_")[1]))
+    run = runs[-1]
+    best = run / "checkpoints" / "best.ckpt"
+    config = yaml.safe_load((run / "config.yaml").read_text(encoding="utf-8"))
     test = sorted((Path(args.data_root) / args.treebank).glob("*-ud-test.conllu"))[0]
     predicted = out / "test.pred.conllu"
     subprocess.run([sys.executable, "-m", "parser.predict", str(best), str(test), str(predicted)], check=True, cwd=ROOT)
     scores = evaluate(test, predicted)
+    if objective == "kl":
+        extra = args.teacher_labeled if args.teacher_labeled is not None else teacher_labeled(args.teacher, Path(args.data_root))
+    else:
+        extra = 0
     return {"objective": objective, "variant": args.train_args, "labeled": size, "seed": seed, "train_seconds": round(train_seconds),
-            "max_steps": args.max_steps, **{k: round(v, 2) for k, v in scores.items()}}
+            "max_steps": config["trainer"]["max_steps"], **{k: round(v, 2) for k, v in scores.items()},
+            "treebank": args.treebank, "extra_labeled": extra, **recorded}
 
 
 def _short(overrides: str) -> str:
@@ -65,49 +124,100 @@ def _short(overrides: str) -> str:
     return overrides.replace("--model.unsupervised.init_args.", "").replace("--model.", "")
 
 
-def _cells(results: Path) -> dict[tuple[int, str, str], list[dict]]:
+def _cells(results: Path) -> dict[tuple[int | str, str, str], list[dict]]:
     """The runs of ``results`` grouped by (labeled size, objective, variant)."""
     runs = [json.loads(line) for line in results.read_text().splitlines() if line.strip()]
-    cells: dict[tuple[int, str, str], list[dict]] = {}
+    cells: dict[tuple[int | str, str, str], list[dict]] = {}
     for run in runs:
         cells.setdefault((run["labeled"], run["objective"], run.get("variant", "")), []).append(run)
     return cells
 
 
+def _size(size: int | str) -> float:
+    """Labeled sizes in order, ``all`` last."""
+    return float("inf") if size == ALL else float(size)
+
+
 def _order(recipe: tuple[str, str]) -> tuple[int, str]:
     """Recipes as the table lists them: by objective, then by overrides."""
-    return list(CONFIGS).index(recipe[0]), recipe[1]
+    return list(RECIPES).index(recipe[0]), recipe[1]
+
+
+def ceiling(cells: dict[tuple[int | str, str, str], list[dict]]) -> tuple[float | None, str]:
+    """The full-data test LAS the report measures gaps to, and where it comes from: the
+    mean of the full-data supervised rows (``"labeled": "all"``) if there are any, else
+    ``FULL_DATA_LAS`` of the rows' treebank (the longer recipe of configs/likelihood.yaml)."""
+    full = cells.get((ALL, "supervised", ""), [])
+    if full:
+        return statistics.mean(run["las"] for run in full), f"the full-data supervised rows of the results ({len(full)} seeds)"
+    treebanks = {run.get("treebank", "UD_English-EWT") for group in cells.values() for run in group}
+    if len(treebanks) == 1 and (treebank := treebanks.pop()) in FULL_DATA_LAS:
+        return FULL_DATA_LAS[treebank], (f"configs/likelihood.yaml on all of {treebank} train, 7 epochs, "
+                                         "docs/experiments.md section 1; the results hold no full-data row")
+    return None, "no full-data row in the results and no known full-data LAS for the treebank"
 
 
 def report(results: Path) -> str:
-    """Markdown table: test UAS/LAS mean +- sd over seeds, wall-clock per run."""
+    """Markdown table: test UAS/LAS mean +- sd over seeds, each recipe's share of the gap
+    between supervised-only and the full-data ceiling at its labeled size, labeled sentences
+    beyond K (the kl teacher's), wall-clock per run; then the ceiling and its source."""
     cells = _cells(results)
-    lines = ["| labeled | objective | overrides | seeds | test UAS | test LAS | minutes per run |",
-             "|---:|---|---|---:|---:|---:|---:|"]
-    for (size, objective, variant), group in sorted(cells.items(), key=lambda c: (c[0][0], *_order(c[0][1:]))):
+    top, source = ceiling(cells)
+    lines = ["| labeled | objective | overrides | seeds | test UAS | test LAS | share of gap | extra labeled | minutes per run |",
+             "|---:|---|---|---:|---:|---:|---:|---:|---:|"]
+    for (size, objective, variant), group in sorted(cells.items(), key=lambda c: (_size(c[0][0]), *_order(c[0][1:]))):
         def stat(key: str) -> str:
             values = [g[key] for g in group]
             spread = f" ± {statistics.stdev(values):.2f}" if len(values) > 1 else ""
             return f"{statistics.mean(values):.2f}{spread}"
+        base = cells.get((size, "supervised", ""))
+        share = "-"
+        if top is not None and base and size != ALL:
+            low = statistics.mean(run["las"] for run in base)
+            if top > low:
+                share = f"{100 * (statistics.mean(g['las'] for g in group) - low) / (top - low):.0f}%"
+        extra = statistics.mean(g.get("extra_labeled", 0) for g in group)
         minutes = statistics.mean(g["train_seconds"] for g in group) / 60
-        lines.append(f"| {size} | {objective} | {_short(variant) or '-'} | {len(group)} | {stat('uas')} | {stat('las')} | {minutes:.0f} |")
+        lines.append(f"| {size} | {objective} | {_short(variant) or '-'} | {len(group)} | {stat('uas')} | {stat('las')} "
+                     f"| {share} | {extra:,.0f} | {minutes:.0f} |")
+    if top is not None:
+        lines += ["", f"Share of gap: (LAS - supervised-only LAS) / (ceiling - supervised-only LAS) at the same labeled "
+                      f"size. Ceiling: full-data test LAS {top:.2f} ({source}). A kl row's teacher learned from "
+                      "its extra labeled sentences: kl is a reference, not a low-resource recipe."]
+    else:
+        lines += ["", f"No share of gap: {source}."]
     return "\n".join(lines)
 
 
-# How the figure names overrides (``key value`` of _short); others keep that form.
-_NAMES = {"constraints tag_pairs": "tag pairs", "targets_from labeled": "targets from labeled",
-          "unsupervised_schedule linear_decay": "decaying λ", "penalty kl": "KL penalty", "weighting count": "count weighting"}
+# How the figure names overrides (``key value`` of _short); others keep that form, None drops it.
+_NAMES = {"constraints tag_pairs": "tag pairs", "targets_from labeled": "from labeled",
+          "constraints configs/rules/naseem_ud.yaml": "Naseem rules", "targets_from rules": None,
+          "unsupervised_schedule linear_decay": "decaying λ", "unsupervised_schedule constant": "constant λ",
+          "penalty kl": "KL penalty", "weighting count": "count weighting"}
 _COLORS = {"supervised": "0.35", "entropy": "C0", "ge": "C2", "kl": "C4"}
 
 
 def _recipe(objective: str, variant: str) -> str:
-    """A figure label: ``ge (tag pairs, targets from labeled, λ 0.1, decaying λ)``."""
+    """A figure label: ``ge (tag pairs from labeled, λ 0.1, decaying λ)`` for configs/ge.yaml
+    as shipped, ``ge (Naseem rules, λ 1.0, constant λ)`` for an override of it (a GE label
+    always names its constraints, lambda and schedule)."""
     words = _short(variant).split()
     pairs = [" ".join(words[i : i + 2]) for i in range(0, len(words), 2)]
+    if objective == "ge":  # configs/ge.yaml's values where the variant keeps them
+        if not any(pair.startswith("constraints") for pair in pairs):
+            pairs.insert(0, "constraints tag_pairs")
+        if not any(pair.startswith("unsupervised_weight") for pair in pairs):
+            pairs.append("unsupervised_weight 0.1")
+        if not any(pair.startswith("unsupervised_schedule") for pair in pairs):
+            pairs.append("unsupervised_schedule linear_decay")
+        if "constraints tag_pairs" in pairs and "targets_from labeled" not in pairs:
+            pairs.insert(1, "targets_from labeled")
+        pairs = sorted(pairs, key=lambda pair: not pair.startswith(("constraints", "targets_from")))
+        pairs = sorted(pairs, key=lambda pair: pair.startswith("unsupervised_schedule"))
     names = [_NAMES.get(pair, pair.replace("unsupervised_weight ", "λ ")) for pair in pairs]
-    if objective == "ge" and not any(pair.startswith("constraints") for pair in pairs):
-        names.insert(0, "shipped rules")  # configs/ge.yaml's constraints
-    return objective + (f" ({', '.join(names)})" if names else "")
+    names = [name for name in names if name is not None]
+    label = ", ".join(names).replace("tag pairs, from labeled", "tag pairs from labeled")
+    return objective + (f" ({label})" if names else "")
 
 
 def figure(results: Path, output: Path) -> Path:
@@ -115,7 +225,7 @@ def figure(results: Path, output: Path) -> Path:
     each seed a circle, the mean a diamond with its value and +- sd, the supervised-only
     mean a dashed line."""
     cells = _cells(results)
-    sizes = sorted({size for size, _, _ in cells})
+    sizes = sorted({size for size, _, _ in cells}, key=_size)
     recipes = sorted({(objective, variant) for _, objective, variant in cells}, key=_order)
     las = [[run["las"] for (k, _, _), group in cells.items() if k == size for run in group] for size in sizes]
     ranges = [max(scores) - min(scores) for scores in las]  # LAS points
@@ -153,22 +263,24 @@ def figure(results: Path, output: Path) -> Path:
     return save(fig, output)
 
 
+def _labeled_size(text: str) -> int | str:
+    return ALL if text == ALL else int(text)
+
+
 def main() -> None:
     cli = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    cli.add_argument("--objectives", nargs="+", default=list(CONFIGS), choices=list(CONFIGS))
-    cli.add_argument("--sizes", nargs="+", type=int, default=[100, 1000])
+    cli.add_argument("--objectives", nargs="+", default=list(RECIPES), choices=list(RECIPES))
+    cli.add_argument("--sizes", nargs="+", type=_labeled_size, default=[100, 1000],
+                     help="labeled sentences per cell (K); 'all' for every training sentence (a full-data row)")
     cli.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3])
     cli.add_argument("--treebank", default="UD_English-EWT")
     cli.add_argument("--data-root", default=os.environ.get("UD_DIR", "data/ud"))
     cli.add_argument("--teacher", help="checkpoint of a parser trained on all of train (for kl)")
-    cli.add_argument("--max-steps", type=int, default=400)
-    cli.add_argument("--val-every", type=int, default=100)
-    cli.add_argument("--val-fraction", type=float, default=0.25, help="share of dev used for model selection")
-    cli.add_argument("--batch-tokens", type=int, default=500)
-    # the recipe of every cell, whatever configs/likelihood.yaml uses for full-data training
-    cli.add_argument("--encoder-lr", type=float, default=5e-5)
-    cli.add_argument("--warmup-steps", type=int, default=200)
-    cli.add_argument("--train-args", default="", help="extra train.py overrides, e.g. '--model.unsupervised_weight 0.1'")
+    cli.add_argument("--teacher-labeled", type=int, help="labeled sentences the teacher trained on, recorded as a kl "
+                     "row's extra_labeled (default: read from the teacher's checkpoint, 0 if it does not say)")
+    # the recipe of every cell is its config (RECIPES); change it here, recorded as the row's variant
+    cli.add_argument("--train-args", default="", help="train.py overrides on top of the recipe's config, "
+                     "e.g. '--model.unsupervised_weight 1.0'")
     cli.add_argument("--output", default="runs/low_resource")
     cli.add_argument("--results", default="runs/low_resource/results.jsonl")
     cli.add_argument("--figure", help="where --report draws the results (.png, .svg or .html; default: "
