@@ -7,17 +7,18 @@ with a content gold DEPREL against system words with a content system DEPREL, a 
 being correct when HEAD and universal DEPREL match. Both files must hold valid trees
 over the same words.
 
-    python -m parser.evaluate GOLD PRED
+    python -m parser.evaluate GOLD PRED [--nonprojective]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .cli import run_reporting_errors
-from .sentences import ConlluError, read_conllu
+from .sentences import ConlluError, Sentence, read_conllu
 from .vocab import universal_deprel
 
 # As in conll18_ud_eval.py: everything but the functional relations
@@ -52,10 +53,10 @@ class Score:
         return 200 * self.correct / total if total else 0.0
 
 
-def scores(gold_path: str | os.PathLike, pred_path: str | os.PathLike) -> dict[str, Score]:
-    """``{"uas", "las", "clas"}`` -> Score of the predicted file against the gold one."""
+def aligned(gold_path: str | os.PathLike, pred_path: str | os.PathLike) -> list[tuple[Sentence, Sentence]]:
+    """The (gold, predicted) sentence pairs of two files over the same words; ConlluError
+    where they first differ."""
     gold, pred = read_conllu(gold_path), read_conllu(pred_path)
-    words = uas = las = clas = gold_content = system_content = 0
     for g, p in zip(gold, pred):
         if g.words != p.words:
             k = next((k for k, (a, b) in enumerate(zip(g.words, p.words)) if a != b),
@@ -64,6 +65,17 @@ def scores(gold_path: str | os.PathLike, pred_path: str | os.PathLike) -> dict[s
             expected = repr(g.words[k]) if k < len(g) else "the end of the sentence"
             raise ConlluError(f"{p.source}: word {k + 1} is {found} but {g.source} has {expected}"
                               " (both files must hold the same words)")
+    if len(gold) != len(pred):
+        shorter, longer = (pred, gold) if len(pred) < len(gold) else (gold, pred)
+        raise ConlluError(f"{longer[len(shorter)].source}: sentence {len(shorter) + 1} has no counterpart:"
+                          f" {pred_path} has {len(pred)} sentences, {gold_path} has {len(gold)}")
+    return list(zip(gold, pred))
+
+
+def scores(gold_path: str | os.PathLike, pred_path: str | os.PathLike) -> dict[str, Score]:
+    """``{"uas", "las", "clas"}`` -> Score of the predicted file against the gold one."""
+    words = uas = las = clas = gold_content = system_content = 0
+    for g, p in aligned(gold_path, pred_path):
         for gold_head, gold_deprel, head, deprel in zip(g.heads, g.deprels, p.heads, p.deprels,
                                                         strict=True):
             gold_deprel, deprel = universal_deprel(gold_deprel), universal_deprel(deprel)
@@ -73,10 +85,6 @@ def scores(gold_path: str | os.PathLike, pred_path: str | os.PathLike) -> dict[s
             gold_content += gold_deprel in CONTENT_DEPRELS
             system_content += deprel in CONTENT_DEPRELS
             clas += head == gold_head and deprel == gold_deprel and gold_deprel in CONTENT_DEPRELS
-    if len(gold) != len(pred):
-        shorter, longer = (pred, gold) if len(pred) < len(gold) else (gold, pred)
-        raise ConlluError(f"{longer[len(shorter)].source}: sentence {len(shorter) + 1} has no counterpart:"
-                          f" {pred_path} has {len(pred)} sentences, {gold_path} has {len(gold)}")
     return {"uas": Score(uas, words, words), "las": Score(las, words, words),
             "clas": Score(clas, gold_content, system_content)}
 
@@ -84,6 +92,55 @@ def scores(gold_path: str | os.PathLike, pred_path: str | os.PathLike) -> dict[s
 def evaluate(gold_path: str | os.PathLike, pred_path: str | os.PathLike) -> dict[str, float]:
     """``{"uas", "las", "clas"}`` F1 scores in percent (UAS and LAS are accuracies)."""
     return {name: score.f1 for name, score in scores(gold_path, pred_path).items()}
+
+
+def nonprojective_arcs(heads: Sequence[int]) -> list[bool]:
+    """Whether each word's arc is non-projective (``heads[m-1]`` heads word m, 0 the root):
+    some word strictly between the head and the word is not the head's descendant, i.e.
+    the arc crosses another arc or the root's (Kübler, McDonald & Nivre 2009)."""
+    def dominated_by(head: int, word: int) -> bool:
+        while word != 0 and word != head:
+            word = heads[word - 1]
+        return word == head
+
+    return [not all(dominated_by(h, k) for k in range(min(h, m) + 1, max(h, m)))
+            for m, h in enumerate(heads, 1)]
+
+
+@dataclass(frozen=True)
+class Crossings:
+    """Non-projectivity of gold and predicted trees, and head accuracy on crossing arcs."""
+
+    sentences: int
+    gold_trees: int  # sentences whose gold tree is non-projective
+    predicted_trees: int
+    gold_arcs: int  # words on a non-projective gold arc
+    predicted_arcs: int
+    predicted_arcs_correct: int  # predicted non-projective arcs with the gold head
+    gold_arcs_found: int  # gold non-projective arcs predicted with the right head
+
+    def format(self) -> str:
+        share = lambda n, total: f"{100 * n / total:.1f}%" if total else "-"
+        return "\n".join([
+            f"non-projective trees: gold {share(self.gold_trees, self.sentences)}, "
+            f"predicted {share(self.predicted_trees, self.sentences)} of {self.sentences} sentences",
+            f"words on crossing arcs: gold {self.gold_arcs}, predicted {self.predicted_arcs}",
+            f"head accuracy on predicted crossing arcs: {share(self.predicted_arcs_correct, self.predicted_arcs)}; "
+            f"gold crossing arcs found: {share(self.gold_arcs_found, self.gold_arcs)}",
+        ])
+
+
+def crossings(gold_path: str | os.PathLike, pred_path: str | os.PathLike) -> Crossings:
+    """How often gold and predicted trees are non-projective, and how right crossing arcs are."""
+    counts = [0] * 6
+    pairs = aligned(gold_path, pred_path)
+    for g, p in pairs:
+        gold_np, pred_np = nonprojective_arcs(g.heads), nonprojective_arcs(p.heads)
+        right = [a == b for a, b in zip(g.heads, p.heads)]
+        for i, value in enumerate((any(gold_np), any(pred_np), sum(gold_np), sum(pred_np),
+                                   sum(r for r, n in zip(right, pred_np) if n), sum(r for r, n in zip(right, gold_np) if n))):
+            counts[i] += value
+    return Crossings(len(pairs), *counts)
 
 
 def format_table(results: dict[str, Score]) -> str:
@@ -100,9 +157,13 @@ def main(argv: list[str] | None = None) -> None:
     cli = argparse.ArgumentParser(description="UAS, LAS and CLAS (CoNLL 2018 definitions).")
     cli.add_argument("gold", help="gold CoNLL-U file")
     cli.add_argument("pred", help="predicted CoNLL-U file with the same words")
+    cli.add_argument("--nonprojective", action="store_true",
+                     help="also report non-projective tree shares (gold, predicted) and head accuracy on crossing arcs")
     cli.add_argument("--debug", action="store_true", help="show the full traceback of an error")
     args = cli.parse_args(argv)
     print(format_table(run_reporting_errors(lambda: scores(args.gold, args.pred))))
+    if args.nonprojective:
+        print(crossings(args.gold, args.pred).format())
 
 
 if __name__ == "__main__":

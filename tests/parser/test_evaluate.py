@@ -2,7 +2,8 @@ from pathlib import Path
 
 import pytest
 
-from parser.evaluate import evaluate, main, scores
+from parser.evaluate import crossings, evaluate, main, nonprojective_arcs, scores
+from parser.sentences import read_conllu
 
 MWT = Path(__file__).parent / "fixtures" / "mwt_empty.conllu"
 
@@ -52,3 +53,33 @@ def test_cli_prints_a_table(tmp_path, capsys):
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split("|")[0].strip() == "Metric"
     assert lines[-1].split() == ["CLAS", "|", "40.00", "|", "50.00", "|", "44.44"]
+
+
+def _crossing(heads: list[int]) -> bool:
+    """Brute force: two arcs whose spans (root arc included) cross strictly."""
+    spans = [tuple(sorted((h, m))) for m, h in enumerate(heads, 1)]
+    return any(a < c < b < d for a, b in spans for c, d in spans)
+
+
+def test_nonprojective_arcs_agree_with_crossing_spans(ud_dir):
+    """Trees with a non-projective arc are exactly the trees with crossing arcs; EWT dev and
+    test have 31 and 26 of them (shared/data/ud/MANIFEST.md)."""
+    assert nonprojective_arcs([0, 4, 1, 1]) == [False, True, False, False]  # 1 <- 3 over 2, whose head is 4
+    assert not any(nonprojective_arcs([2, 0, 2]))
+    for split, expected in (("dev", 31), ("test", 26)):
+        trees = read_conllu(next((ud_dir / "UD_English-EWT").glob(f"*-ud-{split}.conllu")))
+        flagged = [any(nonprojective_arcs(s.heads)) for s in trees]
+        assert flagged == [_crossing(s.heads) for s in trees]
+        assert sum(flagged) == expected
+
+
+def test_crossings_report(tmp_path):
+    gold = tmp_path / "gold.conllu"
+    gold.write_text("".join(
+        f"{i}\tw{i}\t_\tX\t_\t_\t{h}\t{'root' if h == 0 else 'dep'}\t_\t_\n" for i, h in enumerate([0, 4, 1, 1], 1)) + "\n")
+    pred = tmp_path / "pred.conllu"
+    pred.write_text("".join(
+        f"{i}\tw{i}\t_\tX\t_\t_\t{h}\t{'root' if h == 0 else 'dep'}\t_\t_\n" for i, h in enumerate([0, 1, 1, 1], 1)) + "\n")
+    report = crossings(gold, pred)
+    assert (report.sentences, report.gold_trees, report.predicted_trees) == (1, 1, 0)
+    assert (report.gold_arcs, report.predicted_arcs, report.gold_arcs_found) == (1, 0, 0)
