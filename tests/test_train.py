@@ -8,9 +8,9 @@ import pytest
 import torch
 
 import train
-from parser.sentences import read_conllu
 from parser.evaluate import evaluate
 from parser.predict import predict
+from parser.sentences import read_conllu
 
 
 def test_objective_short_form_expands_to_its_config():
@@ -38,17 +38,125 @@ def test_every_objective_config_instantiates(name, tiny_bert_dir):
     assert expected in objectives
 
 
-def test_readme_ge_recipe_parses(tiny_bert_dir):
-    """The README's GE command (targets from the labeled sample, decaying lambda) builds what it says."""
+def _readme_command(prefix: str) -> list[str]:
+    """The README's command that starts with ``prefix`` (continuation lines joined, the
+    comment dropped), as arguments after ``python train.py``."""
     readme = (Path(train.__file__).parent / "README.md").read_text(encoding="utf-8")
-    command = readme.split("python train.py --objective ge --model.unsupervised")[1].split("#")[0]
-    overrides = ("--model.unsupervised" + command).replace("\\", " ").split()
-    args = train.expand_objective(["--objective", "ge", *overrides, "--model.encoder", str(tiny_bert_dir)])
-    cli = train.main(args[1:], run=False)
+    line = next(line for line in readme.split("\n") if line.startswith(prefix))
+    start = readme.index(line)
+    command, rest = "", readme[start:]
+    for part in rest.split("\n"):
+        code = part.split("#")[0]
+        command += " " + code.replace("\\", " ")
+        if not code.rstrip().endswith("\\"):
+            break
+    return command.split()[2:]
+
+
+def test_readme_ge_recipe_parses(tiny_bert_dir, monkeypatch):
+    """The README's GE commands build what they say: the default ``--objective ge`` is the
+    tag_pairs recipe (targets from the labeled sample, lambda 0.1 decaying); the override
+    shown for the shipped Naseem et al. rules gives their 15 rule targets at a constant lambda 1."""
+    monkeypatch.chdir(Path(train.__file__).parent)  # the rules path is relative to the checkout
+    default = _readme_command("python train.py --objective ge  ")
+    assert default == ["--objective", "ge"]
+    cli = train.main(train.expand_objective([*default, "--model.encoder", str(tiny_bert_dir)])[1:], run=False)
     ge = cli.model.unsupervised
-    assert len(ge.constraints) == 595 and ge.targets_from == "labeled"
+    assert len(ge.constraints) == 595 and ge.targets_from == "labeled" and cli.datamodule.labeled_size == 100
     assert cli.model.hparams.unsupervised_weight == 0.1
     assert cli.model.hparams.unsupervised_schedule == "linear_decay"
+
+    rules = _readme_command("python train.py --objective ge --model.unsupervised")
+    assert "configs/rules/naseem_ud.yaml" in rules
+    cli = train.main(train.expand_objective([*rules, "--model.encoder", str(tiny_bert_dir)])[1:], run=False)
+    ge = cli.model.unsupervised
+    assert len(ge.constraints) == 15 and ge.targets_from == "rules"
+    assert cli.model.hparams.unsupervised_weight == 1.0
+    assert cli.model.hparams.unsupervised_schedule == "constant"
+
+
+# The low-resource recipe of docs/experiments.md, section 2, in every low-resource config.
+LOW_RESOURCE_RECIPE = {
+    "data": {"treebank": "UD_English-EWT", "labeled_size": 100, "batch_tokens": 500},
+    "model": {"encoder_lr": 5e-5, "warmup_steps": 200},
+    "trainer": {"max_steps": 400, "max_epochs": -1, "val_check_interval": 100, "check_val_every_n_epoch": None,
+                "limit_val_batches": 0.25},
+}
+RECIPE_OBJECTIVES = {  # config -> (supervised, unsupervised, lambda settings)
+    "likelihood_low_resource": ("Likelihood", None, {}),
+    "entropy": ("Likelihood", "EntropyRegularizer", {"unsupervised_weight": 0.1, "unsupervised_warmup": 200}),
+    "ge": ("Likelihood", "GeneralizedExpectation",
+           {"unsupervised_weight": 0.1, "unsupervised_warmup": 100, "unsupervised_schedule": "linear_decay"}),
+    "distill": ("Likelihood", "Distillation", {"unsupervised_weight": 1.0}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(RECIPE_OBJECTIVES))
+def test_low_resource_configs_are_the_reported_recipes(name, tiny_bert_dir):
+    """Each config behind a row of docs/results/low_resource.jsonl instantiates with the
+    recipe those rows ran with, and its header gives the command and the time it takes."""
+    path = train.CONFIGS / f"{name}.yaml"
+    cli = train.main(["--config", str(path), "--model.encoder", str(tiny_bert_dir)], run=False)
+    for group, values in LOW_RESOURCE_RECIPE.items():
+        for key, value in values.items():
+            assert cli.config[group][key] == value, (group, key)
+    assert (cli.trainer.max_steps, cli.trainer.limit_val_batches, cli.trainer.val_check_interval) == (400, 0.25, 100)
+    assert cli.datamodule.batch_tokens == 500 and cli.datamodule.labeled_size == 100
+    supervised, unsupervised, weights = RECIPE_OBJECTIVES[name]
+    assert type(cli.model.supervised).__name__ == supervised
+    assert type(cli.model.unsupervised).__name__ == (unsupervised or "NoneType")
+    assert {k: cli.model.hparams[k] for k in weights} == weights
+    if name == "ge":
+        assert len(cli.model.unsupervised.constraints) == 595 and cli.model.unsupervised.targets_from == "labeled"
+    header = "".join(line for line in path.read_text(encoding="utf-8").splitlines(keepends=True) if line.startswith("#"))
+    assert "python train.py" in header and "minutes on one CPU thread" in header and "400 steps" in header
+
+
+def test_low_resource_driver_adds_only_the_cell(tiny_bert_dir, monkeypatch):
+    """benchmarks.low_resource runs the shipped config and adds only the seed, K, the
+    treebank, the output folder (and the teacher for kl), then --train-args."""
+    from benchmarks.low_resource import RECIPES, train_command
+
+    monkeypatch.chdir(Path(train.__file__).parent)  # the driver runs train.py in the checkout
+
+    cell = {"--seed_everything", "--data.seed", "--data.labeled_size", "--data.treebank", "--trainer.default_root_dir"}
+    for objective, config in RECIPES.items():
+        teacher = "teacher.ckpt" if objective == "kl" else None
+        command = train_command(objective, 1000, 3, "UD_English-EWT", "out/cell", teacher)
+        assert command[:4] == ["train.py", "fit", "--config", f"configs/{config}.yaml"]
+        assert (train.CONFIGS / f"{config}.yaml").is_file()
+        options = dict(zip(command[4::2], command[5::2]))
+        assert len(command[4:]) == 2 * len(options)
+        assert set(options) == cell | ({"--model.teacher"} if objective == "kl" else set())
+        assert options["--data.labeled_size"] == "1000" and options["--seed_everything"] == options["--data.seed"] == "3"
+    with pytest.raises(ValueError, match="teacher"):
+        train_command("kl", 100, 1, "UD_English-EWT", "out")
+    command = train_command("ge", 100, 2, "UD_English-EWT", "out", train_args="--model.unsupervised_weight 1.0")
+    assert command[-2:] == ["--model.unsupervised_weight", "1.0"]
+    assert train_command("supervised", "all", 1, "UD_English-EWT", "out")[9] == "null"  # a full-data row
+    # the command builds the config's recipe with the cell's settings
+    cli = train.main([*command[2:], "--model.encoder", str(tiny_bert_dir)], run=False)
+    assert cli.datamodule.labeled_size == 100 and cli.datamodule.seed == 2 and cli.config.seed_everything == 2
+    assert cli.model.hparams.unsupervised_weight == 1.0 and cli.trainer.max_steps == 400
+
+
+def test_low_resource_rows_name_their_commit_command_and_data():
+    """Every row of docs/results/low_resource.jsonl says where it came from; the rows of a
+    shipped config run without overrides keep an empty variant (the configs of today)."""
+    import json
+
+    from benchmarks.low_resource import report
+
+    results = Path(train.__file__).parent / "docs" / "results" / "low_resource.jsonl"
+    rows = [json.loads(line) for line in results.read_text(encoding="utf-8").splitlines() if line.strip()]
+    for row in rows:
+        assert len(row["commit"].removesuffix("+dirty")) == 40 and "train.py" in row["command"]
+        assert row["treebank"] == "UD_English-EWT" and row["extra_labeled"] == (12544 if row["objective"] == "kl" else 0)
+    default_ge = [row["las"] for row in rows if row["objective"] == "ge" and row["variant"] == "" and row["labeled"] == 100]
+    assert len(default_ge) == 3 and round(sum(default_ge) / 3, 2) == 53.98  # tag_pairs, labeled, 0.1, decaying
+    assert all("naseem_ud.yaml" in row["variant"] for row in rows if row["objective"] == "ge" and row["las"] < 50)
+    table = report(results)
+    assert "| 100 | ge | - | 3 |" in table and "89.75" in table
 
 
 @pytest.mark.slow
