@@ -77,20 +77,23 @@ def commit() -> str:
 
 
 def teacher_labeled(teacher: str, data_root: Path) -> int:
-    """Labeled sentences the teacher trained on, from its checkpoint's data settings
-    (``labeled_size``, else the sentences of its training file); 0 when that is unknown."""
+    """Labeled sentences the teacher trained on, from its checkpoint's data settings: the
+    sentences of its training file, at most its ``labeled_size``; 0 when that is unknown."""
     try:
         data = torch.load(teacher, map_location="cpu", weights_only=False).get("datamodule_hyper_parameters") or {}
-        if data.get("labeled_size"):
-            return int(data["labeled_size"])
+    except Exception:  # noqa: BLE001 - not a checkpoint this code reads: the size is unknown
+        return 0
+    limit = data.get("labeled_size")
+    try:
         train = Path(data["train"]) if data.get("train") else None
-        if train is None and data.get("treebank"):
+        if train is None:
             root = Path(data["root"]) if data.get("root") else data_root
             train = min((root / data["treebank"]).glob("*-ud-train.conllu"))
-        text = train.read_text(encoding="utf-8")
-        return sum(1 for block in text.split("\n\n") if any(line and not line.startswith("#") for line in block.splitlines()))
-    except Exception:  # noqa: BLE001 - an old or foreign checkpoint: the size is unknown
-        return 0
+        blocks = train.read_text(encoding="utf-8").split("\n\n")
+        sentences = sum(1 for block in blocks if any(line and not line.startswith("#") for line in block.splitlines()))
+    except Exception:  # noqa: BLE001 - the training file is not here
+        return int(limit or 0)
+    return min(sentences, limit) if limit else sentences
 
 
 def run_cell(objective: str, size: int | str, seed: int, args: argparse.Namespace) -> dict:

@@ -140,6 +140,21 @@ def test_low_resource_driver_adds_only_the_cell(tiny_bert_dir, monkeypatch):
     assert cli.model.hparams.unsupervised_weight == 1.0 and cli.trainer.max_steps == 400
 
 
+def test_low_resource_kl_rows_count_the_teachers_labeled_sentences(ud_dir, tmp_path):
+    """extra_labeled of a kl row: the sentences of the teacher's training file (at most its
+    labeled_size), read from the checkpoint; 0 when the checkpoint does not say."""
+    from benchmarks.low_resource import teacher_labeled
+
+    train_file = _slice(ud_dir, tmp_path, 30)
+    for settings, expected in (({"train": str(train_file), "labeled_size": None}, 30),
+                               ({"train": str(train_file), "labeled_size": 10}, 10),
+                               ({"treebank": "UD_English-EWT", "root": str(ud_dir)}, 12544),
+                               ({"train": str(tmp_path / "gone.conllu")}, 0)):
+        torch.save({"datamodule_hyper_parameters": settings}, tmp_path / "teacher.ckpt")
+        assert teacher_labeled(str(tmp_path / "teacher.ckpt"), ud_dir) == expected
+    assert teacher_labeled(str(tmp_path / "missing.ckpt"), ud_dir) == 0
+
+
 def test_low_resource_rows_name_their_commit_command_and_data():
     """Every row of docs/results/low_resource.jsonl says where it came from; the rows of a
     shipped config run without overrides keep an empty variant (the configs of today)."""
