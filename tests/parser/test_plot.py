@@ -93,4 +93,4 @@ def test_low_resource_report_draws_its_figure(tmp_path):
     output = report_figure(results, tmp_path / "figures" / "low_resource.png")
     assert output.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
     assert _recipe("ge", "--model.unsupervised_weight 0.1 --model.unsupervised_schedule linear_decay") == \
-        "ge (shipped rules, λ 0.1, decaying λ)"
+        "ge (tag pairs from labeled, λ 0.1, decaying λ)"
