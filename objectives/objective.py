@@ -16,10 +16,12 @@ class Scores:
     Attributes:
         arcs: ``(B, N+1, N+1)`` arc log-weights, ``arcs[b, h, m]`` for h -> m.
         labels: ``(B, N+1, N+1, L)`` label logits per arc, or ``None`` for unlabeled parsers.
+        tags: ``(B, N+1, T)`` UPOS logits per word, or ``None`` for parsers without a tagger.
     """
 
     arcs: Tensor
     labels: Tensor | None = None
+    tags: Tensor | None = None
 
 
 class TreeBatch(Protocol):

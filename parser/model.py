@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import math
 from collections.abc import Iterator, Sequence
@@ -12,8 +13,12 @@ from typing import Literal
 
 import torch
 from lightning.pytorch import LightningModule
-from torch import Tensor
+from torch import Tensor, nn
+from torch.nn import functional as F
+from torch.nn.functional import one_hot
+from torchmetrics.classification import MulticlassAccuracy
 
+from objectives.conventions import IGNORE_INDEX
 from objectives.likelihood import Likelihood
 from objectives.mtt import marginals as arc_marginals
 from objectives.objective import Objective, ObjectiveContext, Scores
@@ -37,12 +42,14 @@ def _batches(sentences: Sequence[Sentence], upos_vocab: Vocab, size: int = 256) 
 
 @dataclass
 class Parse:
-    """One parsed sentence: ``heads[i]``/``labels[i]`` for word i+1; ``marginals`` ``(n+1, n+1)``."""
+    """One parsed sentence: ``heads[i]``/``labels[i]``/``tags[i]`` for word i+1 (``tags``:
+    predicted UPOS, ``None`` without a tagger); ``marginals`` ``(n+1, n+1)``."""
 
     words: list[str]
     heads: list[int]
     labels: list[str]
     marginals: Tensor | None = None
+    tags: list[str] | None = None
 
 
 class Parser(LightningModule):
@@ -57,6 +64,10 @@ class Parser(LightningModule):
             the model's limit); longer sentences are read in overlapping windows.
         window_stride: subwords shared by consecutive windows.
         arc_size, label_size, dropout: biaffine MLP sizes and dropout.
+        tagger_weight: with a positive weight, a UPOS tagging head on the shared encoder,
+            trained on the labeled words (its cross-entropy, times this weight, joins the
+            supervised loss); it tags raw text in ``parse``/``parser.predict`` and gives
+            objectives that need UPOS (GE) its tag distributions on untagged words.
         supervised: the objective on labeled batches (default: tree likelihood); ``None``
             for none.
         unsupervised: the objective on unlabeled batches (entropy, KL, GE, ...), applied to
@@ -91,6 +102,7 @@ class Parser(LightningModule):
         arc_size: int = 500,
         label_size: int = 100,
         dropout: float = 0.33,
+        tagger_weight: float = 0.0,
         supervised: Objective | None = None,
         unsupervised: Objective | None = None,
         unsupervised_weight: float = 1.0,
@@ -115,6 +127,8 @@ class Parser(LightningModule):
         self.unsupervised = unsupervised
         self.scorer: BiaffineScorer | None = None
         self.upos_vocab = build_upos_vocab()
+        self.tagger = nn.Sequential(nn.Dropout(dropout), nn.Linear(self.encoder.hidden_size, len(self.upos_vocab))) \
+            if tagger_weight > 0 else None
         self._teacher: list[Parser] = []  # a list keeps the teacher out of state_dict and .parameters()
         self._unlabeled_skipped = 0
         if labels is not None:
@@ -130,6 +144,8 @@ class Parser(LightningModule):
         universal = universal_index(labels)
         self.val_metric = AttachmentScore(universal)
         self.test_metric = AttachmentScore(universal)
+        self.val_tag_accuracy = MulticlassAccuracy(len(self.upos_vocab), average="micro", ignore_index=IGNORE_INDEX)
+        self.test_tag_accuracy = MulticlassAccuracy(len(self.upos_vocab), average="micro", ignore_index=IGNORE_INDEX)
 
     def setup(self, stage: str) -> None:
         datamodule = getattr(self.trainer, "datamodule", None)
@@ -153,11 +169,12 @@ class Parser(LightningModule):
         for objective in (self.supervised, self.unsupervised):
             if objective is not None:
                 objective.setup(context)
-        if self.unsupervised is not None and self.unsupervised.needs_upos and datamodule is not None:
+        if self.unsupervised is not None and self.unsupervised.needs_upos and self.tagger is None and datamodule is not None:
             if datamodule.has_unlabeled and not datamodule.unlabeled_has_upos:
                 raise ValueError(
                     f"{type(self.unsupervised).__name__} needs UPOS tags on the unlabeled sentences, "
-                    "but they have none (plain text?): give tagged CoNLL-U via --data.unlabeled"
+                    "but they have none (plain text?): give tagged CoNLL-U via --data.unlabeled, or train a "
+                    "tagger with --model.tagger_weight 1.0 to tag them"
                 )
         if stage != "fit":
             return  # the teacher only trains: test, validate and predict do without its file
@@ -171,8 +188,34 @@ class Parser(LightningModule):
     # ----------------------------------------------------------------- scoring
     def forward(self, words: list[list[str]], subwords: Subwords | None = None) -> Scores:
         """Scores of a batch of word lists (``subwords``: already tokenised by the data
-        pipeline): arcs ``(B, N+1, N+1)``, labels ``(B, N+1, N+1, L)``."""
-        return self.scorer(self.encoder(words, subwords))
+        pipeline): arcs ``(B, N+1, N+1)``, labels ``(B, N+1, N+1, L)``, and with a tagger
+        UPOS logits ``(B, N+1, T)``."""
+        vectors = self.encoder(words, subwords)
+        scores = self.scorer(vectors)
+        if self.tagger is not None:
+            scores.tags = self.tagger(vectors).float()
+        return scores
+
+    def tag_targets(self, upos: Tensor) -> Tensor:
+        """Gold UPOS ids as tagger targets: ``<pad>`` and ``<unk>`` (``_``) ignored."""
+        return upos.masked_fill(upos <= self.upos_vocab.unk_index, IGNORE_INDEX)
+
+    def predicted_tags(self, logits: Tensor) -> Tensor:
+        """The best real UPOS id of each word (never ``<pad>`` or ``<unk>``): ``(B, N+1, T)`` -> ``(B, N+1)``."""
+        first = self.upos_vocab.unk_index + 1
+        return logits[..., first:].argmax(-1) + first
+
+    def with_predicted_tags(self, batch: Batch, scores: Scores) -> Batch:
+        """``batch`` whose untagged words (``_``) carry the tagger's distribution: UPOS as
+        ``(B, N+1, T)`` probabilities, one-hot where a tag was given. Detached: objectives
+        that read tags (GE) train the parser, not the tagger, which learns from gold tags."""
+        if self.tagger is None or scores.tags is None:
+            return batch
+        given = one_hot(batch.upos, len(self.upos_vocab)).to(scores.tags.dtype)
+        predicted = scores.tags.detach().clone()
+        predicted[..., : self.upos_vocab.unk_index + 1] = float("-inf")  # never <pad> or <unk>
+        unknown = (batch.upos == self.upos_vocab.unk_index).unsqueeze(-1)
+        return dataclasses.replace(batch, upos=torch.where(unknown, predicted.softmax(-1), given))
 
     @torch.no_grad()
     def teacher_scores(self, batch: Batch) -> Scores:
@@ -190,20 +233,28 @@ class Parser(LightningModule):
     def training_step(self, batch: Batch | dict[str, Batch], batch_idx: int) -> Tensor:
         labeled, unlabeled = (batch["labeled"], batch["unlabeled"]) if isinstance(batch, dict) else (batch, None)
         losses = {}
-        labeled_scores = self(labeled.words, labeled.subwords) if self.supervised is not None or unlabeled is None else None
+        needs_labeled = self.supervised is not None or self.tagger is not None or unlabeled is None
+        labeled_scores = self(labeled.words, labeled.subwords) if needs_labeled else None
         if self.supervised is not None:
             self.supervised.global_step = self.global_step
             losses["supervised"] = self.supervised(labeled_scores, labeled)
+        if self.tagger is not None:  # mean over tagged words; 0, not NaN, when none is tagged
+            targets = self.tag_targets(labeled.upos).flatten()
+            total = F.cross_entropy(labeled_scores.tags.flatten(0, 1), targets, ignore_index=IGNORE_INDEX, reduction="sum")
+            losses["tagger"] = total / (targets != IGNORE_INDEX).sum().clamp_min(1)
         if self.unsupervised is not None:
             raw = unlabeled if unlabeled is not None else labeled
             scores = self(raw.words, raw.subwords) if unlabeled is not None else labeled_scores
+            if self.unsupervised.needs_upos:
+                raw = self.with_predicted_tags(raw, scores)
             self.unsupervised.global_step = self.global_step
             teacher = self.teacher_scores(raw) if self.unsupervised.needs_teacher else None
             losses["unsupervised"] = self.unsupervised(scores, raw, teacher)
         hp = self.hparams
         total = self.trainer.estimated_stepping_batches if hp.unsupervised_schedule == "linear_decay" else None
         weight = hp.unsupervised_weight * linear_warmup_decay(self.global_step, hp.unsupervised_warmup, total)
-        loss = losses.get("supervised", 0.0) + weight * losses.get("unsupervised", 0.0)
+        loss = (losses.get("supervised", 0.0) + hp.tagger_weight * losses.get("tagger", 0.0)
+                + weight * losses.get("unsupervised", 0.0))
         size = labeled.lengths.shape[0]
         self.log("train/loss", loss, prog_bar=True, batch_size=size)
         if unlabeled is not None:  # malformed unlabeled lines skipped so far, all processes
@@ -215,26 +266,32 @@ class Parser(LightningModule):
             self.log(f"train/{name}", value, batch_size=size)
         return loss
 
-    def _evaluate(self, batch: Batch, metric: AttachmentScore) -> None:
+    def _evaluate(self, batch: Batch, metric: AttachmentScore, tag_accuracy: MulticlassAccuracy) -> None:
         scores = self(batch.words, batch.subwords)
         heads, labels = self.decode(scores, batch.lengths)
         metric.update(heads, labels, batch.heads, batch.labels, batch.lengths)
+        if scores.tags is not None:
+            tag_accuracy.update(scores.tags.flatten(0, 1), self.tag_targets(batch.upos).flatten())
 
     def validation_step(self, batch: Batch, batch_idx: int) -> None:
-        self._evaluate(batch, self.val_metric)
+        self._evaluate(batch, self.val_metric, self.val_tag_accuracy)
 
     def on_validation_epoch_end(self) -> None:
-        self._log_metric(self.val_metric, "val")
+        self._log_metric(self.val_metric, self.val_tag_accuracy, "val")
 
     def test_step(self, batch: Batch, batch_idx: int) -> None:
-        self._evaluate(batch, self.test_metric)
+        self._evaluate(batch, self.test_metric, self.test_tag_accuracy)
 
     def on_test_epoch_end(self) -> None:
-        self._log_metric(self.test_metric, "test")
+        self._log_metric(self.test_metric, self.test_tag_accuracy, "test")
 
-    def _log_metric(self, metric: AttachmentScore, prefix: str) -> None:
-        self.log_dict({f"{prefix}/{k}": v for k, v in metric.compute().items()}, prog_bar=True)
+    def _log_metric(self, metric: AttachmentScore, tag_accuracy: MulticlassAccuracy, prefix: str) -> None:
+        values = {f"{prefix}/{k}": v for k, v in metric.compute().items()}
+        if self.tagger is not None:
+            values[f"{prefix}/upos"] = 100 * tag_accuracy.compute()
+        self.log_dict(values, prog_bar=True, sync_dist=True)  # already equal on every process (torchmetrics)
         metric.reset()
+        tag_accuracy.reset()
 
     def predict_step(self, batch: Batch, batch_idx: int) -> list[tuple[int, list[int], list[str]]]:
         """``(sentence index, heads, labels)`` per sentence, for writing CoNLL-U back in order."""
@@ -263,6 +320,10 @@ class Parser(LightningModule):
     # ----------------------------------------------------------------- inference API
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         checkpoint[checkpoint_files.ENCODER_FILES] = checkpoint_files.encoder_files(self.encoder)
+        checkpoint["unlabeled_skipped"] = self._unlabeled_skipped
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        self._unlabeled_skipped = checkpoint.get("unlabeled_skipped", 0)
 
     @classmethod
     def load(cls, path: str | Path, map_location: str | torch.device = "cpu") -> "Parser":
@@ -309,11 +370,13 @@ class Parser(LightningModule):
             scores = self(batch.words)
             heads, labels = self.decode(scores, lengths)
             mu = arc_marginals(scores.arcs, lengths, self.hparams.multiroot) if marginals else None
+            tags = None if scores.tags is None else self.predicted_tags(scores.tags)
             for i, n in enumerate(batch.lengths.tolist()):
                 parses[ids[i]] = Parse(
                     words=list(batch.words[i]),
                     heads=heads[i, 1 : n + 1].tolist(),
                     labels=[self.label_vocab.itos[l] for l in labels[i, 1 : n + 1].tolist()],
                     marginals=None if mu is None else mu[i, : n + 1, : n + 1].cpu(),
+                    tags=None if tags is None else [self.upos_vocab.itos[t] for t in tags[i, 1 : n + 1].tolist()],
                 )
         return parses

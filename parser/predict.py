@@ -45,10 +45,12 @@ class ConlluWriter(BasePredictionWriter):
         trainer.strategy.barrier("ConlluWriter")
 
 
-def predict(checkpoint: str, source: str, target: str, batch_size: int = 32, device: str | None = None) -> float:
+def predict(checkpoint: str, source: str, target: str, batch_size: int = 32, device: str | None = None,
+            overwrite_upos: bool = False) -> float:
     """Parse ``source`` into ``target``; returns sentences per second (parsing + decoding).
 
-    The checkpoint's kind, the whole input and the output's folder are checked before the
+    A parser with a tagger fills UPOS where the input has ``_`` (every word with
+    ``overwrite_upos``); other columns are kept. The checkpoint's kind, the whole input and the output's folder are checked before the
     model loads, so bad input fails in a moment, not after loading."""
     check_checkpoint_path(checkpoint)
     sentences = read_sentences(source)
@@ -59,7 +61,11 @@ def predict(checkpoint: str, source: str, target: str, batch_size: int = 32, dev
     start = time.perf_counter()
     parses = parser.parse([s.words for s in sentences], batch_size=batch_size)
     speed = len(sentences) / (time.perf_counter() - start)
-    write_conllu(sentences, target, heads=[p.heads for p in parses], deprels=[p.labels for p in parses])
+    upos = None
+    if parses and parses[0].tags is not None:
+        upos = [[tag if overwrite_upos or given == "_" else given for given, tag in zip(s.upos, p.tags)]
+                for s, p in zip(sentences, parses)]
+    write_conllu(sentences, target, heads=[p.heads for p in parses], deprels=[p.labels for p in parses], upos=upos)
     return speed
 
 
@@ -70,9 +76,12 @@ def main(argv: list[str] | None = None) -> None:
     cli.add_argument("output", help="CoNLL-U file to write")
     cli.add_argument("--batch-size", type=int, default=32)
     cli.add_argument("--device", default=None, help="default: cuda if available, else cpu")
+    cli.add_argument("--overwrite-upos", action="store_true",
+                     help="with a tagger, replace every UPOS (default: fill only the words whose UPOS is _)")
     cli.add_argument("--debug", action="store_true", help="show the full traceback of an error")
     args = cli.parse_args(argv)
-    speed = run_reporting_errors(lambda: predict(args.checkpoint, args.input, args.output, args.batch_size, args.device))
+    speed = run_reporting_errors(lambda: predict(args.checkpoint, args.input, args.output, args.batch_size,
+                                                 args.device, args.overwrite_upos))
     print(f"parsed {args.input} -> {args.output} ({speed:.1f} sentences/s)")
 
 

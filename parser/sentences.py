@@ -265,43 +265,42 @@ def has_upos(sentences: Sequence[Sentence]) -> bool:
 
 def write_conllu(sentences: Sequence[Sentence], path_or_file: str | os.PathLike | TextIO,
                  heads: Sequence[Sequence[int]] | None = None,
-                 deprels: Sequence[Sequence[str]] | None = None) -> None:
-    """Write sentences as CoNLL-U, HEAD and DEPREL replaced by the given predictions.
+                 deprels: Sequence[Sequence[str]] | None = None,
+                 upos: Sequence[Sequence[str]] | None = None) -> None:
+    """Write sentences as CoNLL-U, HEAD, DEPREL and UPOS replaced by the given predictions.
 
-    ``heads[i]`` / ``deprels[i]`` align with ``sentences[i].words``; when omitted the
-    column is written as read. Everything else (comments, multiword-token lines, empty
-    nodes, DEPS, ...) is written unchanged, so ``read_conllu`` then ``write_conllu``
-    reproduces a UD file byte for byte.
+    ``heads[i]`` / ``deprels[i]`` / ``upos[i]`` align with ``sentences[i].words``; when
+    omitted the column is written as read. Everything else (comments, multiword-token
+    lines, empty nodes, DEPS, ...) is written unchanged, so ``read_conllu`` then
+    ``write_conllu`` reproduces a UD file byte for byte.
     """
-    for name, predictions in (("heads", heads), ("deprels", deprels)):
+    columns = {"head": heads, "deprel": deprels, "upos": upos}
+    for name, predictions in columns.items():
         if predictions is not None and len(predictions) != len(sentences):
-            raise ValueError(f"{len(predictions)} {name} for {len(sentences)} sentences")
+            raise ValueError(f"{len(predictions)} {name} predictions for {len(sentences)} sentences")
     if isinstance(path_or_file, (str, os.PathLike)):
         output = open(path_or_file, "w", encoding="utf-8")
     else:
         output = nullcontext(path_or_file)
     with output as file:
         for i, sentence in enumerate(sentences):
-            tokenlist = sentence.tokenlist
-            if heads is not None or deprels is not None:
-                tokenlist = _with_predictions(sentence, None if heads is None else heads[i],
-                                              None if deprels is None else deprels[i])
+            given = {name: values[i] for name, values in columns.items() if values is not None}
+            tokenlist = _with_predictions(sentence, given) if given else sentence.tokenlist
             file.write(tokenlist.serialize())
 
 
-def _with_predictions(sentence: Sentence, heads: Sequence[int] | None,
-                      deprels: Sequence[str] | None) -> conllu.TokenList:
-    """A copy of the sentence's TokenList with the words' HEAD and/or DEPREL replaced."""
-    for name, values in (("heads", heads), ("deprels", deprels)):
-        if values is not None and len(values) != len(sentence):
-            raise ValueError(f"{sentence.source}: {len(values)} {name} for {len(sentence)} words")
+def _with_predictions(sentence: Sentence, columns: dict[str, Sequence]) -> conllu.TokenList:
+    """A copy of the sentence's TokenList with the words' columns (``head``, ``deprel``,
+    ``upos``) replaced by ``columns[name][word - 1]``."""
+    for name, values in columns.items():
+        if len(values) != len(sentence):
+            raise ValueError(f"{sentence.source}: {len(values)} {name} predictions for {len(sentence)} words")
     tokens = []
     for token in sentence.tokenlist:
         token = conllu.Token(token)
         if isinstance(token["id"], int):
-            if heads is not None:
-                token["head"] = int(heads[token["id"] - 1])
-            if deprels is not None:
-                token["deprel"] = deprels[token["id"] - 1]
+            for name, values in columns.items():
+                value = values[token["id"] - 1]
+                token[name] = int(value) if name == "head" else value
         tokens.append(token)
     return conllu.TokenList(tokens, sentence.tokenlist.metadata)

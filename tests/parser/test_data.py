@@ -92,7 +92,7 @@ def test_write_replaces_only_head_and_deprel(tmp_path):
 
 
 def test_write_checks_prediction_lengths():
-    with pytest.raises(ValueError, match="2 heads for 5 words"):
+    with pytest.raises(ValueError, match="2 head predictions for 5 words"):
         write_conllu(read_conllu(MWT)[:1], io.StringIO(), heads=[[0, 1]])
 
 

@@ -181,3 +181,54 @@ def test_the_model_owns_the_tree_set_of_its_objectives(multiroot, tiny_bert_dir,
                    supervised=Likelihood(), unsupervised=EntropyRegularizer())
     _trainer(tmp_path, steps=1).fit(model, data)
     assert model.supervised.multiroot is multiroot and model.unsupervised.multiroot is multiroot
+
+
+def test_tagger_learns_fills_upos_and_tags_raw_text_for_ge(tiny_bert_dir, small_treebank, tmp_path):
+    """``tagger_weight``: the tagging loss falls; predict fills UPOS only where the input has
+    ``_`` and keeps every other column; GE runs on a plain-text corpus with predicted tags."""
+    seed_everything(0)
+    words = [s.words for s in read_conllu(small_treebank)]
+    raw = tmp_path / "raw.txt"
+    raw.write_text("\n".join(" ".join(w) for w in words) + "\n", encoding="utf-8")
+    data = DependencyDataModule(treebank=None, train=str(small_treebank), dev=str(small_treebank),
+                                unlabeled=str(raw), batch_tokens=300)
+    ge = GeneralizedExpectation("tag_pairs", targets_from="labeled", min_count=2)
+    model = Parser(encoder=str(tiny_bert_dir), arc_size=32, label_size=16, tagger_weight=1.0, lr=1e-2,
+                   unsupervised=ge, warmup_steps=1)
+    trainer = _trainer(tmp_path, steps=12)
+    trainer.fit(model, data)
+    metrics = trainer.callback_metrics
+    assert math.isfinite(float(metrics["train/unsupervised"])) and math.isfinite(float(metrics["train/tagger"]))
+    assert 0 <= float(metrics["val/upos"]) <= 100
+
+    ckpt = tmp_path / "tagger.ckpt"
+    trainer.save_checkpoint(ckpt)
+    blocks = small_treebank.read_text(encoding="utf-8").split("\n\n")[:3]
+    untagged = tmp_path / "untagged.conllu"  # UPOS blanked on word 1 of each sentence only
+    untagged.write_text("\n\n".join(b.replace("\tDET\t", "\t_\t", 1) for b in blocks) + "\n\n", encoding="utf-8")
+    out = tmp_path / "tagged.conllu"
+    predict(str(ckpt), str(untagged), str(out), device="cpu")
+    given, written = read_conllu(untagged), read_conllu(out)
+    for g, w in zip(given, written, strict=True):
+        assert all(t == u for t, u in zip(g.upos, w.upos) if t != "_") and "_" not in w.upos
+        assert [tok["xpos"] for tok in g.tokenlist] == [tok["xpos"] for tok in w.tokenlist]
+    assert Parser.load(ckpt).parse([["The", "dog"]])[0].tags is not None
+
+
+def test_tagger_loss_decreases(tiny_bert_dir, small_treebank):
+    seed_everything(0)
+    data = DependencyDataModule(treebank=None, train=str(small_treebank), dev=str(small_treebank), batch_tokens=300)
+    data.setup("fit")
+    model = Parser(encoder=str(tiny_bert_dir), arc_size=32, label_size=16, dropout=0.0, tagger_weight=1.0,
+                   labels=data.label_vocab.itos)
+    batch = next(iter(data.val_dataloader()))
+    optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
+    losses = []
+    for _ in range(15):
+        logits = model(batch.words).tags
+        loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), model.tag_targets(batch.upos).flatten(), ignore_index=-100)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    assert losses[-1] < 0.5 * losses[0]
