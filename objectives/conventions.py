@@ -24,27 +24,27 @@ UPOS_TAGS = (
 
 
 @functools.lru_cache(maxsize=256)
-def _constants(n: int, device: torch.device) -> tuple[Tensor, Tensor]:
-    """Cached per (N, device), never written to: positions ``(N+1,)`` and the ``(N+1, N+1)``
-    mask of h != m and m != 0."""
+def _constants(n: int, device: torch.device) -> tuple[Tensor, Tensor, Tensor]:
+    """Cached per (N, device), never written to: positions ``(N+1,)``, positions > 0
+    ``(N+1,)`` and the ``(N+1, N+1)`` mask of h != m and m != 0."""
     positions = torch.arange(n + 1, device=device)
     static = ~torch.eye(n + 1, dtype=torch.bool, device=device)
     static[:, 0] = False
-    return positions, static
+    return positions, positions > 0, static
 
 
 def masks(lengths: Tensor, n: int) -> tuple[Tensor, Tensor]:
     """:func:`arc_mask` and :func:`word_mask` together (one comparison for both)."""
-    positions, static = _constants(n, lengths.device)
+    positions, not_root, static = _constants(n, lengths.device)
     inside = positions <= lengths.unsqueeze(-1)  # (B, N+1): the root and the words
     arcs = torch.logical_and(static, inside.unsqueeze(-1)).logical_and_(inside.unsqueeze(-2))
-    return arcs, inside.logical_and_(positions > 0)
+    return arcs, inside.logical_and_(not_root)
 
 
 def word_mask(lengths: Tensor, n: int) -> Tensor:
     """Real words: ``(B,)`` lengths -> ``(B, N+1)`` bool, ``1 <= i <= lengths[b]``."""
-    positions, _ = _constants(n, lengths.device)
-    return (positions <= lengths.unsqueeze(-1)).logical_and_(positions > 0)
+    positions, not_root, _ = _constants(n, lengths.device)
+    return (positions <= lengths.unsqueeze(-1)).logical_and_(not_root)
 
 
 def arc_mask(lengths: Tensor, n: int) -> Tensor:

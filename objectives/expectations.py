@@ -127,14 +127,14 @@ def entropy_from(prepared: Prepared) -> Tensor:
 
 
 def _entropy(factor: Factorisation) -> Tensor:
-    """``H`` ``(B,)`` from the log-weights ``s = factor.log_weights`` ``(B, N+1, N+1)`` (0 off
-    the arcs and on forbidden arcs).
+    """``H`` ``(B,)`` from the log-weights ``s = factor.finite_log_weights()`` ``(B, N+1, N+1)``
+    (0 off the arcs and on forbidden arcs).
 
     ``H = log Z - sum_e mu_e scores_e = log det L(w) - sum_e mu_e log w_e``: each word's
     marginals sum to 1, so the per-word shifts cancel exactly instead of in rounding; and
     the Hessian of log Z maps per-word shifts to 0, so ``s`` also gives the gradient.
     """
-    expected = (factor.marginals() * factor.log_weights).sum((-2, -1))  # sum_e mu_e s_e
+    expected = (factor.marginals() * factor.finite_log_weights()).sum((-2, -1))  # sum_e mu_e s_e
     return (factor.log_partition - factor.shift - expected).clamp_min_(0.0)  # < 0 only by rounding
 
 
@@ -151,7 +151,7 @@ class _Entropy(torch.autograd.Function):
     @once_differentiable
     def backward(ctx, grad: Tensor):
         with no_autocast(grad.device):
-            vjp = ctx.factor.marginal_vjp(ctx.factor.log_weights)
+            vjp = ctx.factor.marginal_vjp(ctx.factor.finite_log_weights())
             out = vjp.mul_(grad.to(vjp.dtype).neg()[:, None, None])
         return out.to(grad.dtype), None
 

@@ -82,6 +82,9 @@ __all__ = [
 ]
 
 
+_pad = torch.constant_pad_nd  # F.pad without its Python wrapper (zero padding only)
+
+
 class NoSpanningTreeWarning(RuntimeWarning):
     """Raised (as a warning) when a sentence's graph has no spanning tree: ``log Z = -inf``."""
 
@@ -191,27 +194,18 @@ def _adjoint(matrix: Tensor, multiroot: bool) -> Tensor:
     """The adjoint of :func:`laplacian` (``<L(x), M> = <x, L*(M)>`` on arcs) applied to
     ``matrix`` ``(..., N, N)``: ``(..., N+1, N+1)``, column 0 exactly 0.
 
-    Multi-root: row 0 (root arcs) is ``diag(M)`` and row h is ``diag(M) - M[h-1]``.
+    Multi-root: row 0 (root arcs) is ``diag(M)`` and row h is ``diag(M) - M[h-1]``, i.e.
+    ``diag(M') - M'`` for ``M'`` the matrix padded with a zero row and column in front.
     Single-root: row 0 is ``M[0]`` (the replaced row), row 1 is ``diag(M)`` with its first
-    entry zeroed, row h >= 2 is that minus ``M[h-1]``. (Written into one buffer: at UD
-    sizes the memory traffic of padding and concatenating costs more than the arithmetic.)
+    entry zeroed, row h >= 2 is that minus ``M[h-1]``.
     """
-    n = matrix.shape[-1]
-    out = matrix.new_empty(matrix.shape[:-2] + (n + 1, n + 1))
-    out[..., :, 0].zero_()  # (an assignment of 0.0 takes a slow strided-copy path)
-    diagonal = matrix.diagonal(dim1=-2, dim2=-1)
-    if not multiroot:  # word 1's diagonal entry is its root weight
-        diagonal = torch.cat([diagonal.new_zeros(diagonal.shape[:-1] + (1,)), diagonal[..., 1:]], -1)
-    if torch.is_grad_enabled() and matrix.requires_grad:  # (out= has no autograd)
-        out[..., 1:, 1:] = diagonal.unsqueeze(-2) - matrix
-    else:
-        torch.sub(diagonal.unsqueeze(-2), matrix, out=out[..., 1:, 1:])
     if multiroot:
-        out[..., 0, 1:] = diagonal
-    else:
-        out[..., 0, 1:] = matrix[..., 0, :]
-        out[..., 1, 1:] = diagonal
-    return out
+        padded = _pad(matrix, (1, 0, 1, 0))
+        return padded.diagonal(dim1=-2, dim2=-1).unsqueeze(-2) - padded
+    diagonal = _pad(matrix.diagonal(dim1=-2, dim2=-1)[..., 1:], (2, 0)).unsqueeze(-2)  # word 1's entry: its root weight
+    adjoint = diagonal - _pad(matrix[..., 1:, :], (1, 0, 2, 0))
+    adjoint[..., 0, 1:] = matrix[..., 0, :]
+    return adjoint
 
 
 def weighted_adjoint(weights: Tensor, matrix: Tensor, multiroot: bool) -> Tensor:
@@ -234,7 +228,8 @@ class Factorisation:
         multiroot: the tree set.
         mask: ``(B, N+1, N+1)`` bool arc mask.
         log_weights: ``(B, N+1, N+1)`` ``log(weights)`` in the compute dtype (the scores minus
-            each word's largest incoming score) where the weight is positive, 0 elsewhere.
+            each word's largest incoming score), ``-inf`` off arcs; :meth:`finite_log_weights`
+            turns the ``-inf`` into 0 in place, on first use.
         shift: ``(B,)`` the sum of those largest scores, ``log_partition - log det L(weights)``.
         dead: ``(B,)`` bool, sentences without a tree, or None if there are none.
         exact: ``(F,)`` long, sentences with a tree whose LU cancels, or None; their ``log Z``
@@ -258,6 +253,14 @@ class Factorisation:
     padding: Tensor | None = None
     exact_scores: Tensor | None = None
     _marginals: Tensor | None = None
+    _finite: bool = False
+
+    def finite_log_weights(self) -> Tensor:
+        """``log_weights`` with 0 off the arcs and on forbidden arcs (in place, once)."""
+        if not self._finite:
+            self.log_weights.nan_to_num_(0.0, 0.0, 0.0)
+            self._finite = True
+        return self.log_weights
 
     def marginals(self) -> Tensor:
         """``mu = w * L*(X^T)``: ``(B, N+1, N+1)`` in the compute dtype, computed once."""
@@ -364,7 +367,6 @@ def _factorise(
     any_redo = _check_ranges(lengths, top, n, "scores", redo.any())[0] if validate else redo.any()
     if any_redo:
         _redo(factor, redo, padding)
-    log_weights.nan_to_num_(0.0, 0.0, 0.0)  # in place: -inf (no arc) -> 0
     return factor
 
 
