@@ -239,7 +239,10 @@ class GeneralizedExpectation(Objective):
     """GE penalty pulling the model's attachment rates ``p_k`` towards the constraints' targets.
 
     ``squared``: ``sum_k (p_k - t_k)^2``; ``kl``: ``sum_k KL(Bernoulli(t_k) || Bernoulli(p_k))``
-    with ``p_k`` and ``t_k`` clamped to ``[1e-6, 1 - 1e-6]``. Constraints whose child tag does not
+    with ``p_k`` and ``t_k`` clamped to ``[1e-6, 1 - 1e-6]``; ``one_sided``:
+    ``sum_k max(0, t_k - p_k)^2``, a target read as a lower bound (the rules of Naseem et al.
+    2010 say how often an attachment should at least occur, in the spirit of posterior
+    regularisation): 0 while every rate reaches its target. Constraints whose child tag does not
     occur in the batch, or that have no target, are masked out (no host sync). With
     ``weighting="count"`` each term is multiplied by ``n_k / mean(n)``, the batch count of its
     child tag over the mean count of the constraints kept: a rate measured on few words of a
@@ -267,7 +270,7 @@ class GeneralizedExpectation(Objective):
     Args:
         constraints: :class:`Constraint` objects (or their fields as dicts), the path of
             a YAML rules file, or ``"tag_pairs"`` (:func:`tag_pair_constraints`).
-        penalty: ``"squared"`` or ``"kl"``.
+        penalty: ``"squared"``, ``"kl"`` or ``"one_sided"``.
         gradient: ``"reverse"`` or ``"t2"``.
         targets_from: ``"rules"`` (the constraints' own targets) or ``"labeled"``: estimated
             by :meth:`fit_targets` from the gold trees of the labeled training sentences
@@ -282,7 +285,7 @@ class GeneralizedExpectation(Objective):
     def __init__(
         self,
         constraints: str | Path | Sequence[Constraint | dict],
-        penalty: Literal["squared", "kl"] = "squared",
+        penalty: Literal["squared", "kl", "one_sided"] = "squared",
         gradient: Literal["reverse", "t2"] = "reverse",
         targets_from: Literal["rules", "labeled"] = "rules",
         min_count: int = MIN_COUNT,
@@ -300,8 +303,8 @@ class GeneralizedExpectation(Objective):
             raise ValueError(f"targets_from must be 'rules' or 'labeled', got {targets_from!r}")
         if targets_from == "rules" and any(c.target is None for c in self.constraints):
             raise ValueError("constraints without a target need targets_from='labeled'")
-        if penalty not in ("squared", "kl"):
-            raise ValueError(f"penalty must be 'squared' or 'kl', got {penalty!r}")
+        if penalty not in ("squared", "kl", "one_sided"):
+            raise ValueError(f"penalty must be 'squared', 'kl' or 'one_sided', got {penalty!r}")
         if gradient not in ("reverse", "t2"):
             raise ValueError(f"gradient must be 'reverse' or 't2', got {gradient!r}")
         if weighting not in ("uniform", "count"):
@@ -423,6 +426,8 @@ class GeneralizedExpectation(Objective):
         targets = self.targets.to(rates.dtype).nan_to_num(0.5)  # masked out below; no NaN gradient
         if self.penalty == "squared":
             terms = (rates - targets) ** 2
+        elif self.penalty == "one_sided":
+            terms = (targets - rates).clamp_min(0.0) ** 2
         else:  # both clamped, so that a rate equal to a target of 0 or 1 costs exactly 0
             rates, targets = rates.clamp(_EPS, 1 - _EPS), targets.clamp(_EPS, 1 - _EPS)
             terms = targets * (targets / rates).log() + (1 - targets) * ((1 - targets) / (1 - rates)).log()

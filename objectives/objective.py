@@ -28,7 +28,9 @@ class TreeBatch(Protocol):
     """The fields of a batch an objective may read (see docs/architecture.md)."""
 
     lengths: Tensor  # (B,)
-    upos: Tensor  # (B, N+1)
+    # (B, N+1) long ids into the UPOS vocabulary (ObjectiveContext.tags), or (B, N+1, T) float
+    # tag probabilities over that vocabulary (predicted tags; position 0 and padding ignored)
+    upos: Tensor
     heads: Tensor | None  # (B, N+1), gold heads or None on unlabeled data
     labels: Tensor | None  # (B, N+1), gold labels (-100 = ignore) or None
 

@@ -70,6 +70,8 @@ def brute_penalty(rates, constraints, penalty, weights=None):
         t = torch.tensor(c.target, dtype=torch.float32).item()  # targets are stored in float32
         if penalty == "squared":
             total += w * (p - t) ** 2
+        elif penalty == "one_sided":
+            total += w * max(0.0, t - p) ** 2
         else:
             p, t = (min(max(x, 1e-6), 1 - 1e-6) for x in (p, t))
             total += w * (t * math.log(t / p) + (1 - t) * math.log((1 - t) / (1 - p)))
@@ -79,7 +81,7 @@ def brute_penalty(rates, constraints, penalty, weights=None):
 @pytest.mark.parametrize("weighting", ["uniform", "count"])
 @pytest.mark.parametrize("multiroot", [False, True])
 @pytest.mark.parametrize("gradient", ["reverse", "t2"])
-@pytest.mark.parametrize("penalty", ["squared", "kl"])
+@pytest.mark.parametrize("penalty", ["squared", "kl", "one_sided"])
 def test_penalty_matches_brute_force(penalty, gradient, multiroot, weighting):
     scores, batch = make_batch(LENGTHS)
     rates = brute_rates(scores, batch, CONSTRAINTS, multiroot)
@@ -311,3 +313,20 @@ def test_soft_tags(gradient, multiroot):
     assert not loss.requires_grad  # the tags are observations (scores need no grad here)
     with pytest.raises(ValueError, match="soft UPOS"):
         objective(scores, type(batch)(batch.lengths, soft[..., :5]))
+
+
+@pytest.mark.parametrize("gradient", ["reverse", "t2"])
+def test_one_sided_constraints(gradient):
+    """Zero loss and gradient while every rate reaches its target; otherwise the gradient
+    matches finite differences, and only the violated constraints pull."""
+    scores, batch = make_batch([4, 3, 2])
+    rates = brute_rates(scores, batch, CONSTRAINTS).nan_to_num(0.5)
+    met = ready(GeneralizedExpectation(CONSTRAINTS, "one_sided", gradient))
+    met.targets = (rates - 0.05).clamp_min(0.0)
+    arcs = scores.arcs.clone().requires_grad_()
+    loss = met(Scores(arcs), batch)
+    loss.backward()
+    assert loss == 0 and (arcs.grad == 0).all()
+    violated = ready(GeneralizedExpectation(CONSTRAINTS, "one_sided", gradient))
+    violated.targets = torch.where(torch.arange(len(rates)) % 2 == 0, rates + 0.1, rates - 0.1).clamp(0.0, 1.0)
+    assert torch.autograd.gradcheck(lambda a: violated(Scores(a), batch), (scores.arcs.clone().requires_grad_(),))
