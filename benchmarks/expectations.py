@@ -767,7 +767,9 @@ def ge_memory_case(args) -> dict:
     scores, upos, lengths, vocab = ge_memory_inputs(args.batch_size, args.n)
     objective = ge_memory_objective(args.case, args.against_ge, vocab)
 
-    def step(scores=scores, batch=Batch(lengths, upos)):
+    batch = Batch(lengths, upos)
+
+    def step(scores=scores, batch=batch):
         x = scores.clone().requires_grad_()
         objective(Scores(x), batch).backward()
 

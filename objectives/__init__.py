@@ -11,7 +11,15 @@ index, the UD tag set, the arc mask) and schedules (:mod:`objectives.schedule`).
 from .conventions import IGNORE_INDEX, UPOS_TAGS, arc_mask, word_mask
 from .distribution import TreeCRF
 from .entropy_regularizer import EntropyRegularizer
-from .expectations import covariance, cross_entropy, entropy, expectation, kl_divergence, renyi_entropy, second_order
+from .expectations import (
+    covariance,
+    cross_entropy,
+    entropy,
+    expectation,
+    kl_divergence,
+    renyi_entropy,
+    second_order,
+)
 from .ge import Constraint, GeneralizedExpectation, estimate_targets, load_constraints
 from .kl import Distillation
 from .likelihood import Likelihood

@@ -9,7 +9,13 @@ from torch.distributions.utils import lazy_property
 
 from . import expectations
 from .conventions import word_mask
-from .mtt import Prepared, check_arguments, log_partition_and_marginals_from, no_autocast, prepare
+from .mtt import (
+    Prepared,
+    check_arguments,
+    log_partition_and_marginals_from,
+    no_autocast,
+    prepare,
+)
 
 
 class TreeCRF(Distribution):

@@ -16,7 +16,13 @@ import torch
 
 from objectives import baselines as bl
 from objectives.expectations import covariance, covariance_with_arcs, entropy
-from objectives.mtt import NoSpanningTreeWarning, factorise, log_partition, log_partition_and_marginals, marginals
+from objectives.mtt import (
+    NoSpanningTreeWarning,
+    factorise,
+    log_partition,
+    log_partition_and_marginals,
+    marginals,
+)
 
 TREE_SETS = [False, True]
 GAPS = [20.0, 30.0, 40.0, 60.0, 200.0]

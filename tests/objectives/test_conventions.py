@@ -3,7 +3,14 @@
 import pytest
 import torch
 
-from objectives import IGNORE_INDEX, UPOS_TAGS, arc_mask, interpolate, linear_warmup_decay, word_mask
+from objectives import (
+    IGNORE_INDEX,
+    UPOS_TAGS,
+    arc_mask,
+    interpolate,
+    linear_warmup_decay,
+    word_mask,
+)
 
 
 def test_masks_follow_the_architecture_conventions():

@@ -6,10 +6,8 @@ import pytest
 import torch
 
 from objectives import baselines as bl
-from objectives.conventions import arc_mask
-
-from .cases import DTYPES, SHAPES, TOL, TREE_SETS, batch, check
 from objectives import expectations as ex
+from objectives.conventions import arc_mask
 from objectives.expectations import (
     covariance,
     cross_entropy,
@@ -19,6 +17,8 @@ from objectives.expectations import (
     renyi_entropy,
     second_order,
 )
+
+from .cases import DTYPES, SHAPES, TOL, TREE_SETS, batch, check
 
 F64 = TOL[torch.float64]
 

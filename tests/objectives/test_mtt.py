@@ -7,10 +7,9 @@ import torch
 
 from objectives import baselines as bl
 from objectives.conventions import arc_mask
-
-from .cases import DTYPES, SHAPES, TOL, TREE_SETS, batch, check
 from objectives.mtt import log_partition, marginals
 
+from .cases import DTYPES, SHAPES, TOL, TREE_SETS, batch, check
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
