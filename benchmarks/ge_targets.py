@@ -20,7 +20,8 @@ from pathlib import Path
 import conllu
 import torch
 
-from objectives.ge import UPOS_TAGS, Constraint, estimate_targets
+from objectives.conventions import UPOS_TAGS
+from objectives.ge import Constraint, estimate_targets
 
 REPO = Path(__file__).resolve().parents[1]
 DEV_SETS = (
@@ -97,7 +98,7 @@ def main() -> None:
     languages, estimates = [], []
     for dev_set in DEV_SETS:
         path = args.ud_root / dev_set
-        estimates.append(estimate_targets(rules, *read_treebank(path), UPOS_VOCAB))
+        estimates.append(estimate_targets(rules, *read_treebank(path), UPOS_VOCAB, min_count=1))
         languages.append(path.name.split("-")[0])
     estimates = torch.stack(estimates)  # (languages, K)
     targets = estimates.nanmean(0)
