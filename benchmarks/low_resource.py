@@ -111,8 +111,12 @@ def run_cell(objective: str, size: int | str, seed: int, args: argparse.Namespac
     config = yaml.safe_load((run / "config.yaml").read_text(encoding="utf-8"))
     test = min((Path(args.data_root) / args.treebank).glob("*-ud-test.conllu"))
     predicted = out / "test.pred.conllu"
-    subprocess.run([sys.executable, "-m", "parser.predict", str(best), str(test), str(predicted)], check=True, cwd=ROOT)
+    tagged = (config["model"].get("tagger_weight") or 0) > 0  # then UPOS is predicted too, and scored
+    subprocess.run([sys.executable, "-m", "parser.predict", str(best), str(test), str(predicted),
+                    *(["--overwrite-upos"] if tagged else [])], check=True, cwd=ROOT)
     scores = evaluate(test, predicted)
+    if not tagged:
+        del scores["upos"]  # the test file's own tags, copied through
     if objective == "kl":
         extra = args.teacher_labeled if args.teacher_labeled is not None else teacher_labeled(args.teacher, Path(args.data_root))
     else:

@@ -1,11 +1,11 @@
-"""UAS, LAS and CLAS of a predicted CoNLL-U file against the gold file.
+"""UAS, LAS, CLAS and UPOS accuracy of a predicted CoNLL-U file against the gold file.
 
 Definitions of the CoNLL 2018 shared task scorer (conll18_ud_eval.py) for gold
 tokenisation: every syntactic word counts, punctuation included; DEPREL is compared on
 its universal part (before ``:``); CLAS is the F1 over content words, i.e. gold words
 with a content gold DEPREL against system words with a content system DEPREL, a word
-being correct when HEAD and universal DEPREL match. Both files must hold valid trees
-over the same words.
+being correct when HEAD and universal DEPREL match; UPOS is the share of words with the
+gold tag. Both files must hold valid trees over the same words.
 
     python -m parser.evaluate GOLD PRED [--nonprojective]
 """
@@ -73,9 +73,10 @@ def aligned(gold_path: str | os.PathLike, pred_path: str | os.PathLike) -> list[
 
 
 def scores(gold_path: str | os.PathLike, pred_path: str | os.PathLike) -> dict[str, Score]:
-    """``{"uas", "las", "clas"}`` -> Score of the predicted file against the gold one."""
-    words = uas = las = clas = gold_content = system_content = 0
+    """``{"upos", "uas", "las", "clas"}`` -> Score of the predicted file against the gold one."""
+    words = uas = las = clas = gold_content = system_content = upos = 0
     for g, p in aligned(gold_path, pred_path):
+        upos += sum(a == b for a, b in zip(g.upos, p.upos))
         for gold_head, gold_deprel, head, deprel in zip(g.heads, g.deprels, p.heads, p.deprels,
                                                         strict=True):
             gold_deprel, deprel = universal_deprel(gold_deprel), universal_deprel(deprel)
@@ -85,12 +86,12 @@ def scores(gold_path: str | os.PathLike, pred_path: str | os.PathLike) -> dict[s
             gold_content += gold_deprel in CONTENT_DEPRELS
             system_content += deprel in CONTENT_DEPRELS
             clas += head == gold_head and deprel == gold_deprel and gold_deprel in CONTENT_DEPRELS
-    return {"uas": Score(uas, words, words), "las": Score(las, words, words),
-            "clas": Score(clas, gold_content, system_content)}
+    return {"upos": Score(upos, words, words), "uas": Score(uas, words, words),  # the official scorer's order
+            "las": Score(las, words, words), "clas": Score(clas, gold_content, system_content)}
 
 
 def evaluate(gold_path: str | os.PathLike, pred_path: str | os.PathLike) -> dict[str, float]:
-    """``{"uas", "las", "clas"}`` F1 scores in percent (UAS and LAS are accuracies)."""
+    """``{"upos", "uas", "las", "clas"}`` F1 scores in percent (UAS, LAS and UPOS are accuracies)."""
     return {name: score.f1 for name, score in scores(gold_path, pred_path).items()}
 
 

@@ -42,8 +42,8 @@ def _descendants(heads: dict[int, int], word: int) -> set[int]:
 
 
 def _perturb_sentence(lines: list[str], labels: list[str], rng: random.Random) -> list[str]:
-    """Re-attach about a quarter of the words (never creating a cycle or a second root)
-    and relabel about a quarter of them."""
+    """Re-attach about a quarter of the words (never creating a cycle or a second root),
+    relabel about a quarter of them and retag about a tenth."""
     fields = [line.split("\t") for line in lines]
     rows = {int(row[0]): row for row in fields if row[0].isdigit()}  # words; the same lists as in fields
     heads = {m: int(row[6]) for m, row in rows.items()}
@@ -52,6 +52,8 @@ def _perturb_sentence(lines: list[str], labels: list[str], rng: random.Random) -
             heads[m] = rng.choice(sorted(set(rows) - _descendants(heads, m)))
         if rng.random() < 0.25:
             rows[m][7] = rng.choice(labels)
+        if rng.random() < 0.1:
+            rows[m][3] = rng.choice(["NOUN", "VERB", "ADJ", "X"])
         rows[m][6] = str(heads[m])
     return ["\t".join(row) for row in fields]
 
@@ -73,5 +75,6 @@ def test_scores_equal_the_official_scorer(name, ud_dir, tmp_path, official):
     reference = official.evaluate(official.load_conllu_file(str(gold)), official.load_conllu_file(str(pred)))
     ours = evaluate(gold, pred)
     assert 30 < ours["las"] < ours["uas"] < 95  # the perturbation changed heads and labels
-    for metric in ("uas", "las", "clas"):
+    assert 80 < ours["upos"] < 99
+    for metric in ("uas", "las", "clas", "upos"):
         assert ours[metric] == pytest.approx(100 * reference[metric.upper()].f1, abs=1e-9)
