@@ -15,7 +15,6 @@ import torch
 from lightning.pytorch import LightningModule
 from torch import Tensor, nn
 from torch.nn import functional as F
-from torch.nn.functional import one_hot
 from torchmetrics.classification import MulticlassAccuracy
 
 from objectives.conventions import IGNORE_INDEX
@@ -25,13 +24,13 @@ from objectives.objective import Objective, ObjectiveContext, Scores
 from objectives.schedule import linear_warmup_decay
 
 from . import checkpoint as checkpoint_files
-from .biaffine import BiaffineScorer
 from .batch import Batch, collate
-from .sentences import Sentence
-from .vocab import Vocab, build_upos_vocab
+from .biaffine import BiaffineScorer
 from .decode import mst, mst_labels
 from .encoder import Subwords, WordEncoder
 from .metrics import AttachmentScore, universal_index
+from .sentences import Sentence
+from .vocab import Vocab, build_upos_vocab
 
 
 def _batches(sentences: Sequence[Sentence], upos_vocab: Vocab, size: int = 256) -> Iterator[Batch]:
@@ -127,8 +126,9 @@ class Parser(LightningModule):
         self.unsupervised = unsupervised
         self.scorer: BiaffineScorer | None = None
         self.upos_vocab = build_upos_vocab()
-        self.tagger = nn.Sequential(nn.Dropout(dropout), nn.Linear(self.encoder.hidden_size, len(self.upos_vocab))) \
-            if tagger_weight > 0 else None
+        self.tagger = None
+        if tagger_weight > 0:
+            self.tagger = nn.Sequential(nn.Dropout(dropout), nn.Linear(self.encoder.hidden_size, len(self.upos_vocab)))
         self._teacher: list[Parser] = []  # a list keeps the teacher out of state_dict and .parameters()
         self._unlabeled_skipped = 0
         if labels is not None:
@@ -211,7 +211,7 @@ class Parser(LightningModule):
         that read tags (GE) train the parser, not the tagger, which learns from gold tags."""
         if self.tagger is None or scores.tags is None:
             return batch
-        given = one_hot(batch.upos, len(self.upos_vocab)).to(scores.tags.dtype)
+        given = F.one_hot(batch.upos, len(self.upos_vocab)).to(scores.tags.dtype)
         predicted = scores.tags.detach().clone()
         predicted[..., : self.upos_vocab.unk_index + 1] = float("-inf")  # never <pad> or <unk>
         unknown = (batch.upos == self.upos_vocab.unk_index).unsqueeze(-1)
