@@ -32,6 +32,7 @@ OBJECTIVE_CONFIGS = {
     "entropy": "entropy.yaml",
     "kl": "distill.yaml",
     "ge": "ge.yaml",
+    "combined": "combined.yaml",
 }
 SUBCOMMANDS = ("fit", "validate", "test", "predict")
 EARLY_STOPPING_PATIENCE = 5  # validations without a better dev LAS before training stops

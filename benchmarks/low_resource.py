@@ -34,7 +34,7 @@ from parser.evaluate import evaluate
 
 ROOT = Path(__file__).resolve().parent.parent
 # objective of a row -> the shipped config that is its recipe (configs/<name>.yaml)
-RECIPES = {"supervised": "likelihood_low_resource", "entropy": "entropy", "ge": "ge", "kl": "distill"}
+RECIPES = {"supervised": "likelihood_low_resource", "entropy": "entropy", "ge": "ge", "kl": "distill", "combined": "combined"}
 ALL = "all"  # --sizes all: every training sentence labeled (a full-data row, the ceiling)
 # Full-data test LAS of configs/likelihood.yaml (docs/experiments.md, section 1): the ceiling
 # of the report when the results hold no full-data row (``"labeled": "all"``) of the treebank.
@@ -201,7 +201,7 @@ _NAMES = {"constraints tag_pairs": "tag pairs", "targets_from labeled": "from la
           "constraints configs/rules/naseem_ud.yaml": "Naseem rules", "targets_from rules": None,
           "unsupervised_schedule linear_decay": "decaying λ", "unsupervised_schedule constant": "constant λ",
           "penalty kl": "KL penalty", "weighting count": "count weighting"}
-_COLORS = {"supervised": "0.35", "entropy": "C0", "ge": "C2", "kl": "C4"}
+_COLORS = {"supervised": "0.35", "entropy": "C0", "ge": "C2", "kl": "C4", "combined": "C1"}
 
 
 def _recipe(objective: str, variant: str) -> str:

@@ -10,6 +10,7 @@ index, the UD tag set, the arc mask) and schedules (:mod:`objectives.schedule`).
 
 from .conventions import IGNORE_INDEX, UPOS_TAGS, arc_mask, word_mask
 from .distribution import TreeCRF
+from .combined import Combined
 from .entropy_regularizer import EntropyRegularizer
 from .expectations import (
     covariance,
@@ -45,6 +46,7 @@ __all__ = [
     "Likelihood",
     "Risk",
     "EntropyRegularizer",
+    "Combined",
     "Distillation",
     "GeneralizedExpectation",
     "Constraint",

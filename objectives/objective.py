@@ -49,6 +49,8 @@ class ObjectiveContext:
             for objectives that estimate something from them; ``None`` outside ``fit``.
         process_group: the ``torch.distributed`` group of the processes training together,
             or ``None`` for one process.
+        total_steps: the training run's length in optimiser steps (for schedules that
+            end with it), or ``None`` outside ``fit``.
     """
 
     stage: str
@@ -57,6 +59,7 @@ class ObjectiveContext:
     labels: Sequence[str] = ()
     labeled_batches: Callable[[], Iterable[TreeBatch]] | None = None
     process_group: Any = None
+    total_steps: int | None = None
 
 
 class Objective(nn.Module):

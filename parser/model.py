@@ -165,6 +165,7 @@ class Parser(LightningModule):
             labels=self.label_vocab.itos,
             labeled_batches=None if not labeled else partial(_batches, labeled, self.upos_vocab),
             process_group=None,
+            total_steps=self.total_steps() if stage == "fit" else None,
         )
         for objective in (self.supervised, self.unsupervised):
             if objective is not None:
@@ -251,7 +252,7 @@ class Parser(LightningModule):
             teacher = self.teacher_scores(raw) if self.unsupervised.needs_teacher else None
             losses["unsupervised"] = self.unsupervised(scores, raw, teacher)
         hp = self.hparams
-        total = self.trainer.estimated_stepping_batches if hp.unsupervised_schedule == "linear_decay" else None
+        total = self.total_steps() if hp.unsupervised_schedule == "linear_decay" else None
         weight = hp.unsupervised_weight * linear_warmup_decay(self.global_step, hp.unsupervised_warmup, total)
         loss = (losses.get("supervised", 0.0) + hp.tagger_weight * losses.get("tagger", 0.0)
                 + weight * losses.get("unsupervised", 0.0))
@@ -301,6 +302,14 @@ class Parser(LightningModule):
             out.append((int(batch.index[i]), heads[i, 1 : n + 1].tolist(), [self.label_vocab.itos[l] for l in labels[i, 1 : n + 1].tolist()]))
         return out
 
+    def total_steps(self) -> int:
+        """The run's length in optimiser steps, over which the learning rate (and any
+        decaying weight) falls to 0."""
+        steps = self.trainer.estimated_stepping_batches
+        if math.isinf(steps):
+            raise ValueError("training needs a finite length (trainer.max_steps or max_epochs): the learning rate decays to 0 over it")
+        return max(int(steps), 1)
+
     def configure_optimizers(self):
         encoder = [p for p in self.encoder.parameters() if p.requires_grad]
         rest = [p for n, p in self.named_parameters() if p.requires_grad and not n.startswith("encoder.")]
@@ -309,10 +318,7 @@ class Parser(LightningModule):
             betas=self.ADAMW_BETAS,
             weight_decay=self.hparams.weight_decay,
         )
-        steps = self.trainer.estimated_stepping_batches
-        if math.isinf(steps):
-            raise ValueError("training needs a finite length (trainer.max_steps or max_epochs): the learning rate decays to 0 over it")
-        total = max(int(steps), 1)
+        total = self.total_steps()
         warmup = min(self.hparams.warmup_steps, total // 2)
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, partial(linear_warmup_decay, warmup=warmup, total=total))
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}

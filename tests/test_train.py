@@ -33,7 +33,7 @@ def test_every_objective_config_instantiates(name, tiny_bert_dir):
     cli = train.main(args[1:], run=False)  # no subcommand when run=False
     assert type(cli.model).__name__ == "Parser"
     expected = {"likelihood": "Likelihood", "risk": "Risk", "entropy": "EntropyRegularizer",
-                "kl": "Distillation", "ge": "GeneralizedExpectation"}[name]
+                "kl": "Distillation", "ge": "GeneralizedExpectation", "combined": "Combined"}[name]
     objectives = {type(o).__name__ for o in (cli.model.supervised, cli.model.unsupervised) if o is not None}
     assert expected in objectives
 
@@ -232,7 +232,7 @@ def test_every_shipped_config_ends_a_short_run_cleanly(name, tiny_bert_dir, ud_d
     """``--trainer.max_steps`` shorter than an epoch or a validation interval: the run
     validates before it stops and writes best.ckpt and last.ckpt (no early-stopping error)."""
     extra = ["--model.teacher", str(teacher_checkpoint)] if name == "kl" else []
-    extra += ["--data.labeled_size", "10"] if name in ("entropy", "kl", "ge") else []
+    extra += ["--data.labeled_size", "10"] if name in ("entropy", "kl", "ge", "combined") else []
     _short_run(name, tiny_bert_dir, _slice(ud_dir, tmp_path, 30), tmp_path, extra)
 
 
