@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import inspect
 import math
@@ -31,6 +32,25 @@ from .encoder import Subwords, WordEncoder
 from .metrics import AttachmentScore, universal_index
 from .sentences import Sentence
 from .vocab import Vocab, build_upos_vocab
+
+
+class ScoringParts(nn.Module):
+    """A parser's encoder and scorer alone: what scores sentences (an EMA teacher)."""
+
+    def __init__(self, encoder: WordEncoder, scorer: BiaffineScorer, label_vocab: Vocab):
+        super().__init__()
+        self.encoder, self.scorer, self.label_vocab = encoder, scorer, label_vocab
+
+    @classmethod
+    def of(cls, parser: "Parser") -> "ScoringParts":
+        return cls(parser.encoder, parser.scorer, parser.label_vocab)
+
+    def parts(self) -> list[Tensor]:
+        """Every parameter and floating-point buffer, in a fixed order."""
+        return [*self.parameters(), *(b for b in self.buffers() if b.is_floating_point())]
+
+    def forward(self, words: list[list[str]]) -> Scores:
+        return self.scorer(self.encoder(words))
 
 
 def _batches(sentences: Sequence[Sentence], upos_vocab: Vocab, size: int = 256) -> Iterator[Batch]:
@@ -78,6 +98,10 @@ class Parser(LightningModule):
             most early, like GE targets from a small sample; docs/experiments.md, section 2).
         teacher: checkpoint of this framework whose scores the unsupervised objective
             needs (distillation). It is frozen and not saved in this model's checkpoints.
+        teacher_ema: instead of a teacher file, a teacher that is the exponential moving
+            average of this parser's weights (``t = teacher_ema * t + (1 - teacher_ema) * s``
+            after every optimiser step, starting from the parser as it begins to train):
+            self-distillation that needs no labeled data beyond the run's own.
         multiroot: decode (and score) multi-root trees instead of single-root ones.
         lr, encoder_lr, weight_decay, warmup_steps: AdamW with linear warm-up then linear
             decay to 0 over the run (``trainer.max_steps`` or the epochs' steps).
@@ -108,6 +132,7 @@ class Parser(LightningModule):
         unsupervised_warmup: int = 0,
         unsupervised_schedule: Literal["constant", "linear_decay"] = "constant",
         teacher: str | None = None,
+        teacher_ema: float | None = None,
         multiroot: bool = False,
         lr: float = 2e-3,
         encoder_lr: float = 5e-5,
@@ -179,12 +204,23 @@ class Parser(LightningModule):
                 )
         if stage != "fit":
             return  # the teacher only trains: test, validate and predict do without its file
-        if self.unsupervised is not None and self.unsupervised.needs_teacher and not self.hparams.teacher:
-            raise ValueError(f"{type(self.unsupervised).__name__} needs a teacher: pass --model.teacher PATH.ckpt")
-        if self.hparams.teacher and not self._teacher:
+        ema = self.hparams.get("teacher_ema")
+        if self.hparams.teacher and ema is not None:
+            raise ValueError("give --model.teacher (a file) or --model.teacher_ema (a moving average), not both")
+        needs_teacher = self.unsupervised is not None and self.unsupervised.needs_teacher
+        if needs_teacher and not self.hparams.teacher and ema is None:
+            raise ValueError(f"{type(self.unsupervised).__name__} needs a teacher: pass --model.teacher PATH.ckpt "
+                             "or --model.teacher_ema 0.999")
+        if self._teacher:
+            return
+        if self.hparams.teacher:
             teacher = Parser.load(self.hparams.teacher)
-            teacher.requires_grad_(False)
-            self._teacher.append(teacher)
+        elif ema is not None:
+            teacher = copy.deepcopy(ScoringParts(self.encoder, self.scorer, self.label_vocab))
+        else:
+            return
+        teacher.requires_grad_(False)
+        self._teacher.append(teacher)
 
     # ----------------------------------------------------------------- scoring
     def forward(self, words: list[list[str]], subwords: Subwords | None = None) -> Scores:
@@ -267,6 +303,13 @@ class Parser(LightningModule):
             self.log(f"train/{name}", value, batch_size=size)
         return loss
 
+    def on_train_batch_end(self, outputs, batch, batch_idx: int) -> None:
+        ema = self.hparams.get("teacher_ema")
+        if ema is not None and self._teacher:
+            with torch.no_grad():
+                teacher = self._teacher[0].parts()
+                torch._foreach_lerp_(teacher, [p.detach() for p in ScoringParts.of(self).parts()], 1 - ema)
+
     def _evaluate(self, batch: Batch, metric: AttachmentScore, tag_accuracy: MulticlassAccuracy) -> None:
         scores = self(batch.words, batch.subwords)
         heads, labels = self.decode(scores, batch.lengths)
@@ -327,9 +370,13 @@ class Parser(LightningModule):
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         checkpoint[checkpoint_files.ENCODER_FILES] = checkpoint_files.encoder_files(self.encoder)
         checkpoint["unlabeled_skipped"] = self._unlabeled_skipped
+        if self.hparams.get("teacher_ema") is not None and self._teacher:
+            checkpoint["ema_teacher"] = self._teacher[0].state_dict()
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         self._unlabeled_skipped = checkpoint.get("unlabeled_skipped", 0)
+        if "ema_teacher" in checkpoint and self._teacher:  # resuming: the average goes on
+            self._teacher[0].load_state_dict(checkpoint["ema_teacher"])
 
     @classmethod
     def load(cls, path: str | Path, map_location: str | torch.device = "cpu") -> "Parser":

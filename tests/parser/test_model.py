@@ -10,6 +10,7 @@ import torch
 from lightning.pytorch import Trainer, seed_everything
 
 from objectives.entropy_regularizer import EntropyRegularizer
+from objectives.kl import Distillation
 from objectives.ge import GeneralizedExpectation, estimate_targets
 from objectives.likelihood import Likelihood
 from parser.batch import collate
@@ -232,3 +233,30 @@ def test_tagger_loss_decreases(tiny_bert_dir, small_treebank):
         optimizer.step()
         losses.append(loss.item())
     assert losses[-1] < 0.5 * losses[0]
+
+
+def test_ema_teacher_follows_the_student(tiny_bert_dir, small_treebank, tmp_path):
+    """Self-distillation from a moving average of the parser's own weights: the teacher
+    starts as the parser and after each step moves (1 - decay) of the way to it."""
+    seed_everything(0)
+    data = DependencyDataModule(treebank=None, train=str(small_treebank), dev=str(small_treebank), labeled_size=15,
+                                batch_tokens=300)
+    data.setup("fit")
+    model = Parser(encoder=str(tiny_bert_dir), arc_size=32, label_size=16, unsupervised=Distillation(),
+                   teacher_ema=0.5, warmup_steps=1, lr=1e-2, labels=data.label_vocab.itos)
+    start = [p.detach().clone() for p in model.parameters()]
+    trainer = _trainer(tmp_path, steps=1)
+    trainer.fit(model, data)
+    assert math.isfinite(float(trainer.callback_metrics["train/unsupervised"]))
+    teacher = dict(model._teacher[0].named_parameters())
+    moved = 0
+    for (name, student), initial in zip(model.named_parameters(), start):
+        if name.startswith(("encoder.", "scorer.")):
+            torch.testing.assert_close(teacher[name], 0.5 * initial + 0.5 * student.detach())
+            moved += not torch.equal(student, initial)
+    assert moved > 0
+
+    both = Parser(encoder=str(tiny_bert_dir), arc_size=32, label_size=16, unsupervised=Distillation(),
+                  teacher=str(tmp_path / "t.ckpt"), teacher_ema=0.9)
+    with pytest.raises(ValueError, match="not both"):
+        _trainer(tmp_path, steps=1).fit(both, data)
