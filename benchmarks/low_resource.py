@@ -34,7 +34,11 @@ from parser.evaluate import evaluate
 
 ROOT = Path(__file__).resolve().parent.parent
 # objective of a row -> the shipped config that is its recipe (configs/<name>.yaml)
-RECIPES = {"supervised": "likelihood_low_resource", "entropy": "entropy", "ge": "ge", "kl": "distill", "combined": "combined"}
+RECIPES = {"supervised": "likelihood_low_resource", "entropy": "entropy", "ge": "ge", "kl": "distill",
+           "self_distill": "distill", "combined": "combined"}
+# self_distill: KL from a teacher trained on the same K sentences (the supervised cell of the
+# same size and seed), then --rounds times with the last student as the next teacher; its
+# rows name the round as their variant ("round 1", "round 2"), and use no extra labeled data.
 ALL = "all"  # --sizes all: every training sentence labeled (a full-data row, the ceiling)
 # Full-data test LAS of configs/likelihood.yaml (docs/experiments.md, section 1): the ceiling
 # of the report when the results hold no full-data row (``"labeled": "all"``) of the treebank.
@@ -51,9 +55,9 @@ def train_command(objective: str, size: int | str, seed: int, treebank: str, out
         "--data.labeled_size", "null" if size == ALL else str(size), "--data.treebank", treebank,
         "--trainer.default_root_dir", str(output),
     ]
-    if objective == "kl":
+    if objective in ("kl", "self_distill"):
         if not teacher:
-            raise ValueError("the kl objective needs a teacher checkpoint")
+            raise ValueError(f"the {objective} objective needs a teacher checkpoint")
         command += ["--model.teacher", str(teacher)]
     return command + shlex.split(train_args)
 
@@ -96,11 +100,13 @@ def teacher_labeled(teacher: str, data_root: Path) -> int:
     return min(sentences, limit) if limit else sentences
 
 
-def run_cell(objective: str, size: int | str, seed: int, args: argparse.Namespace) -> dict:
-    """Train one cell, parse the test set with its best checkpoint, return its scores."""
+def run_cell(objective: str, size: int | str, seed: int, args: argparse.Namespace,
+             teacher: str | None = None, round_: int | None = None) -> tuple[dict, Path]:
+    """Train one cell, parse the test set with its best checkpoint; its row and that checkpoint.
+    ``teacher``/``round_``: a self-distillation round's teacher (the previous student)."""
     variant = "".join(c if c.isalnum() or c in "._" else "_" for c in args.train_args)
-    out = Path(args.output) / f"{objective}-k{size}-s{seed}{variant}"
-    command = train_command(objective, size, seed, args.treebank, out, args.teacher, args.train_args)
+    out = Path(args.output) / f"{objective}{'' if round_ is None else round_}-k{size}-s{seed}{variant}"
+    command = train_command(objective, size, seed, args.treebank, out, teacher or args.teacher, args.train_args)
     recorded = {"commit": commit(), "command": shell_command(command)}  # before the tree can change
     start = time.perf_counter()
     subprocess.run([sys.executable, *command], check=True, cwd=ROOT)
@@ -121,9 +127,10 @@ def run_cell(objective: str, size: int | str, seed: int, args: argparse.Namespac
         extra = args.teacher_labeled if args.teacher_labeled is not None else teacher_labeled(args.teacher, Path(args.data_root))
     else:
         extra = 0
-    return {"objective": objective, "variant": args.train_args, "labeled": size, "seed": seed, "train_seconds": round(train_seconds),
+    label = args.train_args if round_ is None else f"round {round_}" + (f" {args.train_args}" if args.train_args else "")
+    return {"objective": objective, "variant": label, "labeled": size, "seed": seed, "train_seconds": round(train_seconds),
             "max_steps": config["trainer"]["max_steps"], **{k: round(v, 2) for k, v in scores.items()},
-            "treebank": args.treebank, "extra_labeled": extra, **recorded}
+            "treebank": args.treebank, "extra_labeled": extra, **recorded}, best
 
 
 def _short(overrides: str) -> str:
@@ -201,7 +208,7 @@ _NAMES = {"constraints tag_pairs": "tag pairs", "targets_from labeled": "from la
           "constraints configs/rules/naseem_ud.yaml": "Naseem rules", "targets_from rules": None,
           "unsupervised_schedule linear_decay": "decaying λ", "unsupervised_schedule constant": "constant λ",
           "penalty kl": "KL penalty", "weighting count": "count weighting"}
-_COLORS = {"supervised": "0.35", "entropy": "C0", "ge": "C2", "kl": "C4", "combined": "C1"}
+_COLORS = {"supervised": "0.35", "entropy": "C0", "ge": "C2", "kl": "C4", "combined": "C1", "self_distill": "C5"}
 
 
 def _recipe(objective: str, variant: str) -> str:
@@ -283,6 +290,7 @@ def main() -> None:
     cli.add_argument("--treebank", default="UD_English-EWT")
     cli.add_argument("--data-root", default=os.environ.get("UD_DIR", "data/ud"))
     cli.add_argument("--teacher", help="checkpoint of a parser trained on all of train (for kl)")
+    cli.add_argument("--rounds", type=int, default=2, help="self_distill rounds (each student teaches the next)")
     cli.add_argument("--teacher-labeled", type=int, help="labeled sentences the teacher trained on, recorded as a kl "
                      "row's extra_labeled (default: read from the teacher's checkpoint, 0 if it does not say)")
     # the recipe of every cell is its config (RECIPES); change it here, recorded as the row's variant
@@ -299,13 +307,26 @@ def main() -> None:
         if "kl" in args.objectives and not args.teacher:
             cli.error("--teacher is required for the kl objective")
         results.parent.mkdir(parents=True, exist_ok=True)
+        if "self_distill" in args.objectives and "supervised" not in args.objectives:
+            cli.error("self_distill starts from the supervised cell: list supervised among --objectives")
+
+        def record(row: dict) -> None:
+            with results.open("a") as file:
+                file.write(json.dumps(row) + "\n")
+            print(json.dumps(row), flush=True)
+
         for size in args.sizes:
             for seed in args.seeds:
+                best: dict[str, Path] = {}
                 for objective in args.objectives:
-                    row = run_cell(objective, size, seed, args)
-                    with results.open("a") as file:
-                        file.write(json.dumps(row) + "\n")
-                    print(json.dumps(row), flush=True)
+                    if objective != "self_distill":
+                        row, best[objective] = run_cell(objective, size, seed, args)
+                        record(row)
+                        continue
+                    teacher = best["supervised"]
+                    for round_ in range(1, args.rounds + 1):
+                        row, teacher = run_cell(objective, size, seed, args, str(teacher), round_)
+                        record(row)
     print(report(results))
     print(f"figure: {figure(results, Path(args.figure) if args.figure else results.with_suffix('.png'))}")
 

@@ -121,13 +121,14 @@ def test_low_resource_driver_adds_only_the_cell(tiny_bert_dir, monkeypatch):
 
     cell = {"--seed_everything", "--data.seed", "--data.labeled_size", "--data.treebank", "--trainer.default_root_dir"}
     for objective, config in RECIPES.items():
-        teacher = "teacher.ckpt" if objective == "kl" else None
+        distills = objective in ("kl", "self_distill")
+        teacher = "teacher.ckpt" if distills else None
         command = train_command(objective, 1000, 3, "UD_English-EWT", "out/cell", teacher)
         assert command[:4] == ["train.py", "fit", "--config", f"configs/{config}.yaml"]
         assert (train.CONFIGS / f"{config}.yaml").is_file()
         options = dict(zip(command[4::2], command[5::2]))
         assert len(command[4:]) == 2 * len(options)
-        assert set(options) == cell | ({"--model.teacher"} if objective == "kl" else set())
+        assert set(options) == cell | ({"--model.teacher"} if distills else set())
         assert options["--data.labeled_size"] == "1000" and options["--seed_everything"] == options["--data.seed"] == "3"
     with pytest.raises(ValueError, match="teacher"):
         train_command("kl", 100, 1, "UD_English-EWT", "out")
@@ -240,3 +241,25 @@ def test_objective_is_documented_in_help(capsys):
     with pytest.raises(SystemExit):
         train.main(["fit", "--help"])
     assert "--objective" in capsys.readouterr().out
+
+
+def test_self_distillation_rounds_chain_their_teachers(monkeypatch, tmp_path):
+    """``--objectives supervised self_distill --rounds 2``: round 1 learns from the
+    supervised cell of the same K and seed, round 2 from round 1's student."""
+    from benchmarks import low_resource
+
+    calls = []
+
+    def fake_cell(objective, size, seed, args, teacher=None, round_=None):
+        calls.append((objective, round_, teacher))
+        return {"objective": objective, "labeled": size, "seed": seed, "variant": "", "las": 0.0}, \
+            tmp_path / f"{objective}{round_}.ckpt"
+
+    monkeypatch.setattr(low_resource, "run_cell", fake_cell)
+    monkeypatch.setattr(low_resource, "report", lambda results: "")
+    monkeypatch.setattr(low_resource, "figure", lambda results, path: path)
+    monkeypatch.setattr("sys.argv", ["low_resource", "--objectives", "supervised", "self_distill", "--rounds", "2",
+                                     "--sizes", "100", "--seeds", "1", "--results", str(tmp_path / "r.jsonl")])
+    low_resource.main()
+    assert calls == [("supervised", None, None), ("self_distill", 1, str(tmp_path / "supervisedNone.ckpt")),
+                     ("self_distill", 2, str(tmp_path / "self_distill1.ckpt"))]
