@@ -182,6 +182,8 @@ class WordEncoder(nn.Module):
         stride: subwords shared by consecutive windows (capped at half a window).
         dropout: dropout on the output vectors.
         freeze: keep the transformer fixed (no gradients, always in eval mode).
+        layer_mix: word vectors from a learned scalar mix of every layer instead of the
+            last layer alone.
         source: a directory with the encoder's ``config.json`` and tokenizer files (as
             written by :meth:`save_files`) to build from instead of ``model``, without
             pretrained weights: a parser checkpoint supplies them.
@@ -197,6 +199,7 @@ class WordEncoder(nn.Module):
         stride: int = 128,
         dropout: float = 0.0,
         freeze: bool = False,
+        layer_mix: bool = False,
         source: str | Path | None = None,
     ) -> None:
         super().__init__()
@@ -207,6 +210,10 @@ class WordEncoder(nn.Module):
         self.subwords = SubwordTokenizer(tokenizer, limit, pooling, max_length, stride)
         self.freeze = freeze
         self.dropout = nn.Dropout(dropout)
+        self.mix_weights = self.mix_gamma = None
+        if layer_mix:  # uniform over the embeddings and every layer at the start
+            self.mix_weights = nn.Parameter(torch.zeros(self.model.config.num_hidden_layers + 1))
+            self.mix_gamma = nn.Parameter(torch.ones(()))
         if freeze:
             self.model.requires_grad_(False)
         self.train()  # from_pretrained returns eval mode; modules start in training mode
@@ -249,6 +256,15 @@ class WordEncoder(nn.Module):
         out.index_add_(0, sub.window_target, roots)
         return self.dropout(out.view(batch, n_words + 1, -1))
 
+    def _hidden(self, input_ids: Tensor, attention_mask: Tensor) -> Tensor:
+        """``(W, L, H)``: the last layer, or with ``layer_mix`` the learned scalar mix of all
+        layers (embeddings included), ``gamma * sum_l softmax(w)_l h_l`` (Peters et al. 2018)."""
+        if self.mix_weights is None:
+            return self.model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        layers = self.model(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True).hidden_states
+        weights = self.mix_weights.softmax(0).to(layers[-1].dtype)
+        return self.mix_gamma * sum(w * h for w, h in zip(weights, layers))
+
     def _run_windows(self, input_ids: Tensor, attention_mask: Tensor) -> Tensor:
         """The transformer's last hidden states ``(W, L, H)`` for windows ``(W, L)``, run
         in chunks of similar length so that padding stays small.
@@ -268,7 +284,7 @@ class WordEncoder(nn.Module):
             while end < len(order) and (end - start + 1) * sorted_lengths[end] <= self.PADDED_SUBWORDS_PER_CHUNK:
                 end += 1
             rows, width = order[start:end], sorted_lengths[end - 1]
-            chunk = self.model(input_ids=input_ids[rows, :width], attention_mask=attention_mask[rows, :width]).last_hidden_state
+            chunk = self._hidden(input_ids[rows, :width], attention_mask[rows, :width])
             if hidden is None:
                 hidden = chunk.new_zeros(*input_ids.shape, chunk.shape[-1])
             hidden = hidden.index_put((rows,), F.pad(chunk, (0, 0, 0, input_ids.shape[1] - width)))

@@ -82,6 +82,8 @@ class Parser(LightningModule):
         max_subwords: subwords per transformer window, special tokens included (default:
             the model's limit); longer sentences are read in overlapping windows.
         window_stride: subwords shared by consecutive windows.
+        layer_mix: word vectors from a learned scalar mix of all the encoder's layers
+            instead of its last layer.
         arc_size, label_size, dropout: biaffine MLP sizes and dropout.
         tagger_weight: with a positive weight, a UPOS tagging head on the shared encoder,
             trained on the labeled words (its cross-entropy, times this weight, joins the
@@ -122,6 +124,7 @@ class Parser(LightningModule):
         freeze_encoder: bool = False,
         max_subwords: int | None = None,
         window_stride: int = 128,
+        layer_mix: bool = False,
         arc_size: int = 500,
         label_size: int = 100,
         dropout: float = 0.33,
@@ -146,7 +149,8 @@ class Parser(LightningModule):
             raise ValueError(f"unsupervised_schedule must be 'constant' or 'linear_decay', got {unsupervised_schedule!r}")
         self.save_hyperparameters(ignore=["supervised", "unsupervised", "encoder_source"])
         self.encoder = WordEncoder(encoder, pooling=pooling, max_length=max_subwords, stride=window_stride,
-                                   dropout=encoder_dropout, freeze=freeze_encoder, source=encoder_source)
+                                   dropout=encoder_dropout, freeze=freeze_encoder, layer_mix=layer_mix,
+                                   source=encoder_source)
         self.supervised = Likelihood() if supervised is None and unsupervised is None else supervised
         self.unsupervised = unsupervised
         self.scorer: BiaffineScorer | None = None

@@ -155,3 +155,19 @@ def test_windows_of_very_different_lengths_run_in_chunks_with_the_same_result(ti
         encoder.PADDED_SUBWORDS_PER_CHUNK = 64  # several chunks
         chunked = encoder(words)
     torch.testing.assert_close(chunked, one_chunk, rtol=1e-5, atol=1e-5)
+
+
+def test_layer_mix_weighs_every_layer(tiny_bert_dir):
+    """The scalar mix starts uniform over the embeddings and each layer; all its weight on
+    the last layer gives the last layer's vectors; its weights train."""
+    words = [["The", "dog", "barks", "."], ["Hi"]]
+    last = WordEncoder(str(tiny_bert_dir)).eval()
+    mixed = WordEncoder(str(tiny_bert_dir), layer_mix=True).eval()
+    assert mixed.mix_weights.shape == (3,)  # embeddings + 2 layers
+    with torch.no_grad():
+        assert not torch.allclose(mixed(words), last(words))
+        mixed.mix_weights.copy_(torch.tensor([-1e4, -1e4, 0.0]))
+        torch.testing.assert_close(mixed(words), last(words))
+    mixed.mix_weights.data.zero_()
+    mixed(words).sum().backward()
+    assert mixed.mix_weights.grad.abs().sum() > 0 and mixed.mix_gamma.grad is not None
