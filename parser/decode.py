@@ -29,8 +29,9 @@ from torch import Tensor
 from objectives.conventions import IGNORE_INDEX, arc_mask, word_mask
 
 
-def mst(scores: Tensor, lengths: Tensor, multiroot: bool = False) -> Tensor:
-    """Maximum spanning arborescence of every sentence in a batch.
+def mst(scores: Tensor, lengths: Tensor, multiroot: bool = False, projective: bool = False) -> Tensor:
+    """Maximum spanning arborescence of every sentence in a batch (with ``projective``, the
+    best projective tree instead, by :func:`eisner`).
 
     Args:
         scores: `(B, N+1, N+1)`, `scores[b, h, m]` the log-weight of the arc h -> m;
@@ -50,6 +51,11 @@ def mst(scores: Tensor, lengths: Tensor, multiroot: bool = False) -> Tensor:
     words = word_mask(lengths, size - 1)  # (B, N+1): positions 1..lengths[b]
 
     heads = masked.argmax(1).masked_fill(~words, 0)
+    if projective:
+        cpu = masked.to("cpu", torch.float64).numpy()
+        for b, n in enumerate(lengths.tolist()):
+            heads[b, : n + 1] = torch.from_numpy(eisner(cpu[b, : n + 1, : n + 1], single_root=not multiroot))
+        return heads
     slow = ~_is_tree(heads)
     if not multiroot:
         slow |= ((heads == 0) & words).sum(1) != 1
@@ -213,3 +219,56 @@ def _tree_weights(scores: np.ndarray, single_root: bool) -> np.ndarray:
         weights[0] -= size * (high - penalty) + 1.0
     weights[~arcs] = -np.inf
     return weights
+
+
+def eisner(scores: np.ndarray, single_root: bool = True) -> np.ndarray:
+    """Best projective tree by Eisner's O(n^3) algorithm (Eisner 1996).
+
+    ``scores``: ``(n+1, n+1)`` float, ``scores[h, m]`` the arc h -> m (column 0 ignored).
+    Returns heads ``(n+1,)`` with ``heads[0] = 0``. ``single_root``: the root has exactly
+    one child (the word r maximising ``scores[0, r]`` plus its best projective spans).
+    """
+    n = scores.shape[0] - 1
+    scores = scores.astype(np.float64).copy()
+    scores[:, 0] = -np.inf
+    complete = np.full((n + 1, n + 1, 2), -np.inf)  # [i, j, 1]: head i spans i..j; [i, j, 0]: head j
+    incomplete = np.full((n + 1, n + 1, 2), -np.inf)
+    complete_split = np.zeros((n + 1, n + 1, 2), dtype=np.int64)
+    incomplete_split = np.zeros((n + 1, n + 1), dtype=np.int64)
+    for i in range(n + 1):
+        complete[i, i] = 0.0
+    first = 1 if single_root else 0  # single-root: words 1..n first, the root arc last
+    for width in range(1, n + 1):
+        for i in range(first, n + 1 - width):
+            j = i + width
+            inner = complete[i, i:j, 1] + complete[i + 1 : j + 1, j, 0]  # split k = i..j-1
+            k = int(np.argmax(inner))
+            incomplete[i, j, 1] = inner[k] + scores[i, j]
+            incomplete[i, j, 0] = inner[k] + scores[j, i]
+            incomplete_split[i, j] = i + k
+            left = complete[i, i:j, 0] + incomplete[i:j, j, 0]  # head j: k = i..j-1
+            k = int(np.argmax(left))
+            complete[i, j, 0], complete_split[i, j, 0] = left[k], i + k
+            right = incomplete[i, i + 1 : j + 1, 1] + complete[i + 1 : j + 1, j, 1]  # head i: k = i+1..j
+            k = int(np.argmax(right))
+            complete[i, j, 1], complete_split[i, j, 1] = right[k], i + 1 + k
+    heads = np.zeros(n + 1, dtype=np.int64)
+    if single_root:
+        totals = [scores[0, r] + complete[1, r, 0] + complete[r, n, 1] for r in range(1, n + 1)]
+        root_child = 1 + int(np.argmax(totals))
+        heads[root_child] = 0
+        stack = [("c", 1, root_child, 0), ("c", root_child, n, 1)]
+    else:
+        stack = [("c", 0, n, 1)]
+    while stack:
+        kind, i, j, direction = stack.pop()
+        if i == j:
+            continue
+        if kind == "c":
+            k = complete_split[i, j, direction]
+            stack += [("c", i, k, 0), ("i", k, j, 0)] if direction == 0 else [("i", i, k, 1), ("c", k, j, 1)]
+        else:
+            heads[j if direction == 1 else i] = i if direction == 1 else j
+            k = incomplete_split[i, j]
+            stack += [("c", i, k, 1), ("c", k + 1, j, 0)]
+    return heads

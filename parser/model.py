@@ -104,6 +104,8 @@ class Parser(LightningModule):
             average of this parser's weights (``t = teacher_ema * t + (1 - teacher_ema) * s``
             after every optimiser step, starting from the parser as it begins to train):
             self-distillation that needs no labeled data beyond the run's own.
+        projective: decode the best projective tree (Eisner) instead of the best
+            spanning tree, for treebanks where the parser invents crossing arcs.
         multiroot: decode (and score) multi-root trees instead of single-root ones.
         lr, encoder_lr, weight_decay, warmup_steps: AdamW with linear warm-up then linear
             decay to 0 over the run (``trainer.max_steps`` or the epochs' steps).
@@ -137,6 +139,7 @@ class Parser(LightningModule):
         teacher: str | None = None,
         teacher_ema: float | None = None,
         multiroot: bool = False,
+        projective: bool = False,
         lr: float = 2e-3,
         encoder_lr: float = 5e-5,
         weight_decay: float = 0.01,
@@ -267,7 +270,7 @@ class Parser(LightningModule):
 
     def decode(self, scores: Scores, lengths: Tensor) -> tuple[Tensor, Tensor]:
         """Best single-root (or multi-root) tree and the best label of each of its arcs."""
-        heads = mst(scores.arcs, lengths, self.hparams.multiroot)
+        heads = mst(scores.arcs, lengths, self.hparams.multiroot, self.hparams.get("projective", False))
         return heads, mst_labels(scores.labels, heads, lengths)
 
     # ----------------------------------------------------------------- training

@@ -1,5 +1,6 @@
 """Tests for parser.decode: exact maximum spanning arborescences."""
 
+import itertools
 from functools import cache
 
 import networkx as nx
@@ -9,7 +10,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from parser.decode import chu_liu_edmonds, mst, mst_labels
+from parser.decode import chu_liu_edmonds, eisner, mst, mst_labels
+from parser.evaluate import nonprojective_arcs
 
 NEG_INF = float("-inf")
 
@@ -331,3 +333,45 @@ def test_mst_labels():
     for b, n in enumerate(lengths.tolist()):
         for m in range(1, n + 1):
             assert labels[b, m] == label_scores[b, heads[b, m], m].argmax()
+
+
+def _projective_trees(n: int, single_root: bool):
+    """Every projective tree over n words (brute force), as head tuples."""
+    for heads in itertools.product(range(n + 1), repeat=n):
+        if single_root and heads.count(0) != 1:
+            continue
+        if any(h == m for m, h in enumerate(heads, 1)) or not _reaches_root(heads):
+            continue
+        if not any(nonprojective_arcs(list(heads))):
+            yield heads
+
+
+def _reaches_root(heads) -> bool:
+    for m in range(1, len(heads) + 1):
+        seen = set()
+        while m != 0:
+            if m in seen:
+                return False
+            seen.add(m)
+            m = heads[m - 1]
+    return True
+
+
+@pytest.mark.parametrize("single_root", [True, False])
+def test_eisner_finds_the_best_projective_tree(single_root):
+    rng = np.random.default_rng(1)
+    for n in range(1, 6):
+        for _ in range(10):
+            s = rng.normal(size=(n + 1, n + 1))
+            best = max(sum(s[h, m] for m, h in enumerate(t, 1)) for t in _projective_trees(n, single_root))
+            heads = eisner(s, single_root)
+            assert sum(s[heads[m], m] for m in range(1, n + 1)) == pytest.approx(best)
+            assert tuple(heads[1:]) in set(_projective_trees(n, single_root))
+
+
+def test_projective_mst_decodes_every_sentence_of_a_batch():
+    torch.manual_seed(0)
+    scores, lengths = torch.randn(3, 7, 7), torch.tensor([6, 3, 1])
+    heads = mst(scores, lengths, projective=True)
+    assert heads[2, 1] == 0 and (heads[:, 0] == 0).all() and (heads[1, 4:] == 0).all()
+    assert [int((heads[b, 1 : n + 1] == 0).sum()) for b, n in enumerate(lengths.tolist())] == [1, 1, 1]
