@@ -211,7 +211,7 @@ class Parser(LightningModule):
                 )
         if stage != "fit":
             return  # the teacher only trains: test, validate and predict do without its file
-        ema = self.hparams.get("teacher_ema")
+        ema = self.hparams.teacher_ema
         if self.hparams.teacher and ema is not None:
             raise ValueError("give --model.teacher (a file) or --model.teacher_ema (a moving average), not both")
         needs_teacher = self.unsupervised is not None and self.unsupervised.needs_teacher
@@ -270,7 +270,7 @@ class Parser(LightningModule):
 
     def decode(self, scores: Scores, lengths: Tensor) -> tuple[Tensor, Tensor]:
         """Best single-root (or multi-root) tree and the best label of each of its arcs."""
-        heads = mst(scores.arcs, lengths, self.hparams.multiroot, self.hparams.get("projective", False))
+        heads = mst(scores.arcs, lengths, self.hparams.multiroot, self.hparams.projective)
         return heads, mst_labels(scores.labels, heads, lengths)
 
     # ----------------------------------------------------------------- training
@@ -311,7 +311,7 @@ class Parser(LightningModule):
         return loss
 
     def on_train_batch_end(self, outputs, batch, batch_idx: int) -> None:
-        ema = self.hparams.get("teacher_ema")
+        ema = self.hparams.teacher_ema
         if ema is not None and self._teacher:
             with torch.no_grad():
                 teacher = self._teacher[0].parts()
@@ -377,7 +377,7 @@ class Parser(LightningModule):
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         checkpoint[checkpoint_files.ENCODER_FILES] = checkpoint_files.encoder_files(self.encoder)
         checkpoint["unlabeled_skipped"] = self._unlabeled_skipped
-        if self.hparams.get("teacher_ema") is not None and self._teacher:
+        if self.hparams.teacher_ema is not None and self._teacher:
             checkpoint["ema_teacher"] = self._teacher[0].state_dict()
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
