@@ -11,6 +11,7 @@ from torch.nn import functional as F
 from transformers import AutoConfig, AutoModel, AutoTokenizer
 from transformers.utils import logging as hf_logging
 
+from .characters import CharacterEncoder
 from .pretrained import resolve_model_path
 
 
@@ -57,6 +58,7 @@ class Subwords:
     token_column: Tensor  # (T,) its column in that window
     token_target: Tensor  # (T,) flat word index b * (N+1) + word (1-based word)
     token_weight: Tensor  # (T,) pooling weight
+    column_word: Tensor  # (W, L) flat word index b * (N+1) + word of each window column, -1 for special tokens and padding
 
     def to(self, device: torch.device) -> Subwords:
         return Subwords(*(getattr(self, f.name).to(device) for f in fields(self)))
@@ -126,6 +128,8 @@ class SubwordTokenizer:
         ids, word_ids = self._subword_ids([list(sentence) for sentence in words])
         starts = [self._window_starts(len(x)) for x in ids]
         windows = [x[s : s + self.window] for x, ss in zip(ids, starts) for s in ss]
+        window_words = [[b * (n_words + 1) + w + 1 for w in x[s : s + self.window]]
+                        for b, (x, ss) in enumerate(zip(word_ids, starts)) for s in ss]
         window_start = torch.tensor([s for ss in starts for s in ss])
         window_len = torch.tensor([len(w) for w in windows])
         n_windows = torch.tensor([len(ss) for ss in starts])
@@ -158,6 +162,8 @@ class SubwordTokenizer:
         pad = self.tokenizer.pad_token_id or 0
         windows = [self._prefix + w + self._suffix for w in windows]
         width = max(map(len, windows))
+        outside = [-1] * len(self._prefix)
+        window_words = [outside + w + [-1] * (width - len(w) - len(outside)) for w in window_words]
         return Subwords(
             input_ids=torch.tensor([w + [pad] * (width - len(w)) for w in windows]),
             attention_mask=torch.tensor([[1] * len(w) + [0] * (width - len(w)) for w in windows]),
@@ -167,6 +173,7 @@ class SubwordTokenizer:
             token_column=len(self._prefix) + position - window_start[token_window],
             token_target=target,
             token_weight=weight,
+            column_word=torch.tensor(window_words),
         )
 
 
@@ -184,6 +191,11 @@ class WordEncoder(nn.Module):
         freeze: keep the transformer fixed (no gradients, always in eval mode).
         layer_mix: word vectors from a learned scalar mix of every layer instead of the
             last layer alone.
+        characters: with a positive size, each word vector also holds a character-level
+            vector of that size (:class:`CharacterEncoder`), concatenated.
+        word_dropout: in training, the probability that a word's subwords are all replaced
+            by the mask (or unknown) token, so that the parser learns to use the context
+            (the character-level vector still reads the word).
         source: a directory with the encoder's ``config.json`` and tokenizer files (as
             written by :meth:`save_files`) to build from instead of ``model``, without
             pretrained weights: a parser checkpoint supplies them.
@@ -200,6 +212,8 @@ class WordEncoder(nn.Module):
         dropout: float = 0.0,
         freeze: bool = False,
         layer_mix: bool = False,
+        characters: int = 0,
+        word_dropout: float = 0.0,
         source: str | Path | None = None,
     ) -> None:
         super().__init__()
@@ -214,6 +228,12 @@ class WordEncoder(nn.Module):
         if layer_mix:  # uniform over the embeddings and every layer at the start
             self.mix_weights = nn.Parameter(torch.zeros(self.model.config.num_hidden_layers + 1))
             self.mix_gamma = nn.Parameter(torch.ones(()))
+        self.characters = CharacterEncoder(characters) if characters > 0 else None
+        if not 0.0 <= word_dropout < 1.0:
+            raise ValueError(f"word_dropout must be in [0, 1), got {word_dropout}")
+        self.word_dropout = word_dropout
+        mask = tokenizer.mask_token_id
+        self._dropped_word_id = mask if mask is not None else tokenizer.unk_token_id
         if freeze:
             self.model.requires_grad_(False)
         self.train()  # from_pretrained returns eval mode; modules start in training mode
@@ -231,7 +251,8 @@ class WordEncoder(nn.Module):
 
     @property
     def hidden_size(self) -> int:
-        return self.model.config.hidden_size
+        """The size of a word vector."""
+        return self.model.config.hidden_size + (self.characters.size if self.characters is not None else 0)
 
     def train(self, mode: bool = True) -> WordEncoder:
         super().train(mode)
@@ -248,13 +269,26 @@ class WordEncoder(nn.Module):
         """
         batch, n_words = len(words), max(map(len, words))
         sub = (subwords if subwords is not None else self.subwords(words, n_words)).to(self.model.device)
-        hidden = self._run_windows(sub.input_ids, sub.attention_mask)  # (W, L, H)
+        input_ids = sub.input_ids
+        if self.training and self.word_dropout > 0:
+            input_ids = self._drop_words(sub, batch * (n_words + 1))
+        hidden = self._run_windows(input_ids, sub.attention_mask)  # (W, L, H)
         out = hidden.new_zeros(batch * (n_words + 1), hidden.size(-1))
         tokens = hidden[sub.token_window, sub.token_column]  # (T, H)
         out.index_add_(0, sub.token_target, tokens * sub.token_weight.to(tokens.dtype)[:, None])
         roots = hidden[:, 0] * sub.window_weight.to(hidden.dtype)[:, None]  # (W, H)
         out.index_add_(0, sub.window_target, roots)
-        return self.dropout(out.view(batch, n_words + 1, -1))
+        out = out.view(batch, n_words + 1, -1)
+        if self.characters is not None:
+            out = torch.cat([out, self.characters(words, n_words).to(out.dtype)], dim=-1)
+        return self.dropout(out)
+
+    def _drop_words(self, sub: Subwords, n_flat: int) -> Tensor:
+        """``sub.input_ids`` with every subword of each dropped word (probability
+        ``word_dropout``) replaced by the mask token."""
+        dropped = torch.rand(n_flat, device=sub.input_ids.device) < self.word_dropout
+        hit = dropped[sub.column_word.clamp(min=0)] & (sub.column_word >= 0)
+        return sub.input_ids.masked_fill(hit, self._dropped_word_id)
 
     def _hidden(self, input_ids: Tensor, attention_mask: Tensor) -> Tensor:
         """``(W, L, H)``: the last layer, or with ``layer_mix`` the learned scalar mix of all

@@ -84,6 +84,9 @@ class Parser(LightningModule):
         window_stride: subwords shared by consecutive windows.
         layer_mix: word vectors from a learned scalar mix of all the encoder's layers
             instead of its last layer.
+        characters: size of a character-level vector (a BiGRU over the word's bytes)
+            concatenated to each word vector; 0 for none.
+        word_dropout: in training, the probability of masking all of a word's subwords.
         arc_size, label_size, dropout: biaffine MLP sizes and dropout.
         tagger_weight: with a positive weight, a UPOS tagging head on the shared encoder,
             trained on the labeled words (its cross-entropy, times this weight, joins the
@@ -127,6 +130,8 @@ class Parser(LightningModule):
         max_subwords: int | None = None,
         window_stride: int = 128,
         layer_mix: bool = False,
+        characters: int = 0,
+        word_dropout: float = 0.0,
         arc_size: int = 500,
         label_size: int = 100,
         dropout: float = 0.33,
@@ -153,7 +158,7 @@ class Parser(LightningModule):
         self.save_hyperparameters(ignore=["supervised", "unsupervised", "encoder_source"])
         self.encoder = WordEncoder(encoder, pooling=pooling, max_length=max_subwords, stride=window_stride,
                                    dropout=encoder_dropout, freeze=freeze_encoder, layer_mix=layer_mix,
-                                   source=encoder_source)
+                                   characters=characters, word_dropout=word_dropout, source=encoder_source)
         self.supervised = Likelihood() if supervised is None and unsupervised is None else supervised
         self.unsupervised = unsupervised
         self.scorer: BiaffineScorer | None = None
@@ -361,8 +366,10 @@ class Parser(LightningModule):
         return max(int(steps), 1)
 
     def configure_optimizers(self):
-        encoder = [p for p in self.encoder.parameters() if p.requires_grad]
-        rest = [p for n, p in self.named_parameters() if p.requires_grad and not n.startswith("encoder.")]
+        # the pretrained transformer at encoder_lr; what starts from scratch (scorer, tagger,
+        # layer mix, character encoder) at lr
+        encoder = [p for p in self.encoder.model.parameters() if p.requires_grad]
+        rest = [p for n, p in self.named_parameters() if p.requires_grad and not n.startswith("encoder.model.")]
         optimizer = torch.optim.AdamW(
             [{"params": rest, "lr": self.hparams.lr}, {"params": encoder, "lr": self.hparams.encoder_lr}],
             betas=self.ADAMW_BETAS,

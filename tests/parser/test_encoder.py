@@ -171,3 +171,43 @@ def test_layer_mix_weighs_every_layer(tiny_bert_dir):
     mixed.mix_weights.data.zero_()
     mixed(words).sum().backward()
     assert mixed.mix_weights.grad.abs().sum() > 0 and mixed.mix_gamma.grad is not None
+
+
+def test_column_word_names_the_word_of_every_window_column(tiny_bert_dir):
+    """Each pooled subword's column holds its word; special tokens and padding hold -1; a
+    long sentence cut into windows keeps every word in every window it appears in."""
+    encoder = WordEncoder(str(tiny_bert_dir), max_length=12, stride=4)
+    sub = encoder.subwords([LONG, SHORT])
+    assert sub.column_word.shape == sub.input_ids.shape
+    torch.testing.assert_close(sub.column_word[sub.token_window, sub.token_column], sub.token_target)
+    outside = sub.attention_mask.eq(0) | sub.input_ids.eq(encoder.tokenizer.cls_token_id) | sub.input_ids.eq(encoder.tokenizer.sep_token_id)
+    assert sub.column_word[outside].eq(-1).all() and sub.column_word[~outside].ge(1).all()
+
+
+def test_word_dropout_masks_whole_words_in_training_only(tiny_bert_dir):
+    encoder = WordEncoder(str(tiny_bert_dir), word_dropout=0.5)
+    mask_id = encoder.tokenizer.mask_token_id
+    sub = encoder.subwords([LONG, SHORT])
+    torch.manual_seed(0)
+    dropped = encoder._drop_words(sub, 2 * (len(LONG) + 1))
+    changed = dropped.ne(sub.input_ids)
+    assert dropped[changed].eq(mask_id).all() and 0 < changed.sum() < sub.attention_mask.sum()
+    for word in sub.column_word[sub.column_word >= 0].unique():  # all of a word's subwords, or none
+        columns = sub.column_word.eq(word)
+        assert changed[columns].all() or not changed[columns].any()
+    assert not changed[sub.column_word < 0].any()
+    with torch.no_grad():
+        encoder.eval()
+        torch.testing.assert_close(encoder([SHORT]), WordEncoder(str(tiny_bert_dir)).eval()([SHORT]))
+    with pytest.raises(ValueError, match="word_dropout"):
+        WordEncoder(str(tiny_bert_dir), word_dropout=1.0)
+
+
+def test_character_vectors_are_concatenated(tiny_bert_dir):
+    plain = WordEncoder(str(tiny_bert_dir)).eval()
+    with_chars = WordEncoder(str(tiny_bert_dir), characters=16).eval()
+    assert with_chars.hidden_size == 32 + 16
+    with torch.no_grad():
+        out = with_chars([SHORT, ["Hi"]])
+        torch.testing.assert_close(out[..., :32], plain([SHORT, ["Hi"]]))
+    assert out.shape == (2, len(SHORT) + 1, 48) and out[:, 0, 32:].eq(0).all() and out[1, 2:].eq(0).all()
