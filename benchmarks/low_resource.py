@@ -35,10 +35,14 @@ from parser.evaluate import evaluate
 ROOT = Path(__file__).resolve().parent.parent
 # objective of a row -> the shipped config that is its recipe (configs/<name>.yaml)
 RECIPES = {"supervised": "likelihood_low_resource", "entropy": "entropy", "ge": "ge", "kl": "distill",
-           "self_distill": "distill", "combined": "combined"}
+           "self_distill": "distill", "cross_treebank": "distill", "combined": "combined"}
 # self_distill: KL from a teacher trained on the same K sentences (the supervised cell of the
 # same size and seed), then --rounds times with the last student as the next teacher; its
 # rows name the round as their variant ("round 1", "round 2"), and use no extra labeled data.
+DISTILLING = ("kl", "self_distill", "cross_treebank")  # the recipes that take a teacher
+# cross_treebank: KL from a teacher trained on all of another treebank (--teacher-treebank,
+# by configs/likelihood.yaml, once per output folder): domain adaptation with no labeled data
+# of the target beyond the K sentences; the teacher's sentences count as extra labeled.
 ALL = "all"  # --sizes all: every training sentence labeled (a full-data row, the ceiling)
 # Full-data test LAS of configs/likelihood.yaml (docs/experiments.md, section 1): the ceiling
 # of the report when the results hold no full-data row (``"labeled": "all"``) of the treebank.
@@ -55,7 +59,7 @@ def train_command(objective: str, size: int | str, seed: int, treebank: str, out
         "--data.labeled_size", "null" if size == ALL else str(size), "--data.treebank", treebank,
         "--trainer.default_root_dir", str(output),
     ]
-    if objective in ("kl", "self_distill"):
+    if objective in DISTILLING:
         if not teacher:
             raise ValueError(f"the {objective} objective needs a teacher checkpoint")
         command += ["--model.teacher", str(teacher)]
@@ -100,6 +104,30 @@ def teacher_labeled(teacher: str, data_root: Path) -> int:
     return min(sentences, limit) if limit else sentences
 
 
+def other_treebank_teacher(args: argparse.Namespace, record) -> Path:
+    """The cross_treebank teacher: ``configs/likelihood.yaml`` on all of
+    ``--teacher-treebank`` (seed 1), trained once per output folder; its test score on
+    ``--treebank`` (no target data at all) is recorded as a row of its own."""
+    out = Path(args.output) / f"teacher-{args.teacher_treebank}"
+    best = out / "likelihood" / "version_0" / "checkpoints" / "best.ckpt"
+    if (ROOT / best).exists():
+        return best
+    command = ["train.py", "fit", "--config", "configs/likelihood.yaml", "--seed_everything", "1", "--data.seed", "1",
+               "--data.treebank", args.teacher_treebank, "--trainer.default_root_dir", str(out)]
+    recorded = {"commit": commit(), "command": shell_command(command)}
+    start = time.perf_counter()
+    subprocess.run([sys.executable, *command], check=True, cwd=ROOT)
+    seconds = time.perf_counter() - start
+    test = min((Path(args.data_root) / args.treebank).glob("*-ud-test.conllu"))
+    predicted = out / "test.pred.conllu"
+    subprocess.run([sys.executable, "-m", "parser.predict", str(best), str(test), str(predicted)], check=True, cwd=ROOT)
+    scores = {k: round(v, 2) for k, v in evaluate(test, predicted).items() if k != "upos"}
+    record({"objective": "cross_treebank", "variant": f"teacher alone ({args.teacher_treebank})", "labeled": 0, "seed": 1,
+            "train_seconds": round(seconds), "max_steps": None, **scores, "treebank": args.treebank,
+            "extra_labeled": teacher_labeled(str(best), Path(args.data_root)), **recorded})
+    return best
+
+
 def run_cell(objective: str, size: int | str, seed: int, args: argparse.Namespace,
              teacher: str | None = None, round_: int | None = None) -> tuple[dict, Path]:
     """Train one cell, parse the test set with its best checkpoint; its row and that checkpoint.
@@ -125,9 +153,13 @@ def run_cell(objective: str, size: int | str, seed: int, args: argparse.Namespac
         del scores["upos"]  # the test file's own tags, copied through
     if objective == "kl":
         extra = args.teacher_labeled if args.teacher_labeled is not None else teacher_labeled(args.teacher, Path(args.data_root))
+    elif objective == "cross_treebank":
+        extra = teacher_labeled(str(teacher), Path(args.data_root))
     else:
         extra = 0
     label = args.train_args if round_ is None else f"round {round_}" + (f" {args.train_args}" if args.train_args else "")
+    if objective == "cross_treebank":
+        label = f"teacher {args.teacher_treebank}" + (f" {args.train_args}" if args.train_args else "")
     return {"objective": objective, "variant": label, "labeled": size, "seed": seed, "train_seconds": round(train_seconds),
             "max_steps": config["trainer"]["max_steps"], **{k: round(v, 2) for k, v in scores.items()},
             "treebank": args.treebank, "extra_labeled": extra, **recorded}, best
@@ -208,7 +240,8 @@ _NAMES = {"constraints tag_pairs": "tag pairs", "targets_from labeled": "from la
           "constraints configs/rules/naseem_ud.yaml": "Naseem rules", "targets_from rules": None,
           "unsupervised_schedule linear_decay": "decaying λ", "unsupervised_schedule constant": "constant λ",
           "penalty kl": "KL penalty", "weighting count": "count weighting"}
-_COLORS = {"supervised": "0.35", "entropy": "C0", "ge": "C2", "kl": "C4", "combined": "C1", "self_distill": "C5"}
+_COLORS = {"supervised": "0.35", "entropy": "C0", "ge": "C2", "kl": "C4", "combined": "C1", "self_distill": "C5",
+           "cross_treebank": "C6"}
 
 
 def _recipe(objective: str, variant: str) -> str:
@@ -290,6 +323,8 @@ def main() -> None:
     cli.add_argument("--treebank", default="UD_English-EWT")
     cli.add_argument("--data-root", default=os.environ.get("UD_DIR", "data/ud"))
     cli.add_argument("--teacher", help="checkpoint of a parser trained on all of train (for kl)")
+    cli.add_argument("--teacher-treebank", default="UD_English-LinES",
+                     help="the treebank a cross_treebank teacher trains on (all of its train file)")
     cli.add_argument("--rounds", type=int, default=2, help="self_distill rounds (each student teaches the next)")
     cli.add_argument("--teacher-labeled", type=int, help="labeled sentences the teacher trained on, recorded as a kl "
                      "row's extra_labeled (default: read from the teacher's checkpoint, 0 if it does not say)")
@@ -319,6 +354,11 @@ def main() -> None:
             for seed in args.seeds:
                 best: dict[str, Path] = {}
                 for objective in args.objectives:
+                    if objective == "cross_treebank":
+                        teacher = other_treebank_teacher(args, record)
+                        row, _ = run_cell(objective, size, seed, args, str(teacher))
+                        record(row)
+                        continue
                     if objective != "self_distill":
                         row, best[objective] = run_cell(objective, size, seed, args)
                         record(row)

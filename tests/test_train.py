@@ -115,13 +115,13 @@ def test_low_resource_configs_are_the_reported_recipes(name, tiny_bert_dir):
 def test_low_resource_driver_adds_only_the_cell(tiny_bert_dir, monkeypatch):
     """benchmarks.low_resource runs the shipped config and adds only the seed, K, the
     treebank, the output folder (and the teacher for kl), then --train-args."""
-    from benchmarks.low_resource import RECIPES, train_command
+    from benchmarks.low_resource import DISTILLING, RECIPES, train_command
 
     monkeypatch.chdir(Path(train.__file__).parent)  # the driver runs train.py in the checkout
 
     cell = {"--seed_everything", "--data.seed", "--data.labeled_size", "--data.treebank", "--trainer.default_root_dir"}
     for objective, config in RECIPES.items():
-        distills = objective in ("kl", "self_distill")
+        distills = objective in DISTILLING
         teacher = "teacher.ckpt" if distills else None
         command = train_command(objective, 1000, 3, "UD_English-EWT", "out/cell", teacher)
         assert command[:4] == ["train.py", "fit", "--config", f"configs/{config}.yaml"]
