@@ -8,7 +8,9 @@
 For each rule parent -> child, ``p(parent | child)`` is counted on the gold trees of each
 dev set with :func:`objectives.ge.estimate_targets` (words only: multiword-token lines and
 empty nodes are skipped), then averaged (unweighted) over the languages where the child tag
-occurs and rounded to 2 decimals. Only dev sets are read, never test sets.
+occurs and rounded to 2 decimals. Only dev sets are read, never test sets. The rules'
+coverage (the share of words whose gold arc some rule covers: the threshold of
+``GeneralizedExpectation(coverage=...)``, Naseem et al.'s form) is printed per dev set.
 """
 
 from __future__ import annotations
@@ -65,6 +67,9 @@ HEADER = """\
 # i.e. p(parent | child) counted on the gold trees of the UD dev sets (never test sets)
 #   {languages}
 # averaged (unweighted) over those where the child tag occurs, rounded to 2 decimals.
+# Coverage (the share of words whose gold arc some rule covers) on the same dev sets:
+#   {coverages}; mean {coverage:.2f}, the threshold of the rules' coverage form:
+#   --model.unsupervised.init_args.coverage {coverage:.2f} --model.unsupervised.init_args.penalty one_sided
 """
 
 
@@ -95,10 +100,14 @@ def main() -> None:
     args = parser.parse_args()
 
     rules = [Constraint(parent, child, target=0.0) for parent, child in NASEEM + EXTRA]
-    languages, estimates = [], []
+    languages, estimates, coverages = [], [], []
     for dev_set in DEV_SETS:
         path = args.ud_root / dev_set
-        estimates.append(estimate_targets(rules, *read_treebank(path), UPOS_VOCAB, min_count=1))
+        heads, upos, lengths = read_treebank(path)
+        rates = estimate_targets(rules, heads, upos, lengths, UPOS_VOCAB, min_count=1)
+        children = torch.tensor([int((upos == UPOS_VOCAB.index(rule.child)).sum()) for rule in rules])
+        coverages.append(float((rates.nan_to_num(0.0) * children).sum() / lengths.sum()))
+        estimates.append(rates)
         languages.append(path.name.split("-")[0])
     estimates = torch.stack(estimates)  # (languages, K)
     targets = estimates.nanmean(0)
@@ -111,8 +120,12 @@ def main() -> None:
     for rule, column in zip(rules, columns.T.tolist()):
         print(f"{rule.parent + ' -> ' + rule.child:16}" + "".join(f"{x:10.3f}" for x in column))
 
+    print(f"{'coverage':16}" + "".join(f"{x:10.3f}" for x in coverages) + f"{sum(coverages) / len(coverages):10.3f}")
+
     if args.output is not None:
-        lines = [HEADER.format(languages=", ".join(languages)), "constraints:"]
+        lines = [HEADER.format(
+            languages=", ".join(languages), coverage=sum(coverages) / len(coverages),
+            coverages=", ".join(f"{language} {x:.2f}" for language, x in zip(languages, coverages))), "constraints:"]
         for rule, target in zip(rules, targets.tolist()):
             lines.append(f"  - {{parent: {rule.parent}, child: {rule.child}, target: {round(target, 2)}}}")
         args.output.parent.mkdir(parents=True, exist_ok=True)

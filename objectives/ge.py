@@ -111,6 +111,14 @@ def tag_pair_constraints(tags: Sequence[str] = UPOS_TAGS) -> list[Constraint]:
     return constraints
 
 
+def _overlap_keys(constraints: Sequence[Constraint]) -> Iterable[tuple[str, str, str]]:
+    """The (parent, child, side) cells each constraint fires on: two constraints overlap
+    when they share one (a constraint without a direction fires on both sides)."""
+    for c in constraints:
+        for side in ("left", "right") if c.direction is None else (c.direction,):
+            yield c.parent, c.child, side
+
+
 class _Ids(NamedTuple):
     """Constraints as ``(K,)`` long tensors: parent tag ids (``_ROOT_ID`` for root), child tag
     ids, and the side they ask for (``_SIDES``)."""
@@ -278,6 +286,11 @@ class GeneralizedExpectation(Objective):
         min_count: with ``"labeled"``, a constraint whose child tag has fewer words than
             this in the labeled sample is left out (default :data:`MIN_COUNT`).
         weighting: ``"uniform"`` (every constraint alike) or ``"count"`` (by child tag count).
+        coverage: a threshold in (0, 1] that makes the constraints one rule set, as in
+            Naseem et al. (2010): the expected share of the batch's words whose arc fires
+            some constraint (the rules' coverage; the constraints must not overlap) is
+            pulled up to it (``one_sided``: only while below) and the constraints' own
+            targets are not used.
     """
 
     needs_upos = True
@@ -290,6 +303,7 @@ class GeneralizedExpectation(Objective):
         targets_from: Literal["rules", "labeled"] = "rules",
         min_count: int = MIN_COUNT,
         weighting: Literal["uniform", "count"] = "uniform",
+        coverage: float | None = None,
     ) -> None:
         super().__init__()
         if constraints == TAG_PAIRS:
@@ -301,7 +315,12 @@ class GeneralizedExpectation(Objective):
             raise ValueError("GeneralizedExpectation needs at least one constraint")
         if targets_from not in ("rules", "labeled"):
             raise ValueError(f"targets_from must be 'rules' or 'labeled', got {targets_from!r}")
-        if targets_from == "rules" and any(c.target is None for c in self.constraints):
+        if coverage is not None:
+            if not 0 < coverage <= 1 or targets_from != "rules":
+                raise ValueError(f"coverage must lie in (0, 1], with targets_from='rules'; got {coverage}, {targets_from!r}")
+            if len(set(_overlap_keys(self.constraints))) < sum(1 for _ in _overlap_keys(self.constraints)):
+                raise ValueError("coverage counts each covered arc once: the constraints must not overlap")
+        elif targets_from == "rules" and any(c.target is None for c in self.constraints):
             raise ValueError("constraints without a target need targets_from='labeled'")
         if penalty not in ("squared", "kl", "one_sided"):
             raise ValueError(f"penalty must be 'squared', 'kl' or 'one_sided', got {penalty!r}")
@@ -314,10 +333,11 @@ class GeneralizedExpectation(Objective):
         self.gradient = gradient
         self.targets_from = targets_from
         self.min_count = min_count
+        self.coverage = coverage
         self.num_tags = 0
         self.process_group = None
         # NaN: no target yet (estimated by fit_targets) or too few words to estimate one
-        rule_targets = [c.target if targets_from == "rules" else torch.nan for c in self.constraints]
+        rule_targets = [c.target if targets_from == "rules" and c.target is not None else torch.nan for c in self.constraints]
         self.register_buffer("targets", torch.tensor(rule_targets), persistent=False)
         for name in ("parent_ids", "child_ids", "sides", "tagged_ids"):
             self.register_buffer(name, None, persistent=False)
@@ -374,17 +394,14 @@ class GeneralizedExpectation(Objective):
             group = self._group()
             if self.gradient == "reverse":
                 mu = log_partition_and_marginals_from(prepared, with_log_z=False)[1]
-                expected, counts = self._sum(group, _expected_counts(ids, mu, tags), tags.sum((0, 1))[ids.child])
-                return self._loss(expected, counts)
+                return self._loss(self._sum(group, self._statistics(ids, mu, tags)))
             mu = prepared.factor.marginals().to(arcs.dtype)
-            expected, counts = _expected_counts(ids, mu, tags), tags.sum((0, 1))[ids.child]
+            stats = self._statistics(ids, mu, tags)
             if group is not None:
-                stats = torch.cat([expected, counts])
                 dist.all_reduce(stats, group=group)
-                expected, counts = stats.split(len(expected))
             with torch.enable_grad():  # the slope dPenalty/dE: autograd over K numbers
-                expected = expected.detach().requires_grad_()
-                value = self._loss(expected, counts)
+                expected = stats[: len(ids.child)].detach().requires_grad_()
+                value = self._loss(torch.cat([expected, stats[len(ids.child) :]]))
                 (slope,) = torch.autograd.grad(value, expected)
             value = value.detach()
             r = _arc_weights(ids, slope, tags)  # (B, N+1, N+1): sum_k dPenalty/dE_k f_k
@@ -400,19 +417,30 @@ class GeneralizedExpectation(Objective):
         return None
 
     @staticmethod
-    def _sum(group, expected: Tensor, counts: Tensor) -> tuple[Tensor, Tensor]:
-        """Both ``(K,)`` summed over the processes of ``group`` (differentiably), or as given."""
+    def _statistics(ids: _Ids, mu: Tensor, tags: Tensor) -> Tensor:
+        """The batch statistics the penalty reads, ``(2K + 1,)``: expected arcs firing each
+        constraint, words of each constraint's child tag, and words in all."""
+        return torch.cat([_expected_counts(ids, mu, tags), tags.sum((0, 1))[ids.child], tags.sum().reshape(1)])
+
+    @staticmethod
+    def _sum(group, stats: Tensor) -> Tensor:
+        """``stats`` summed over the processes of ``group`` (differentiably), or as given."""
         if group is None:
-            return expected, counts
+            return stats
         from torch.distributed.nn.functional import all_reduce
 
-        return all_reduce(torch.cat([expected, counts]), group=group).split(len(expected))
+        return all_reduce(stats, group=group)
 
-    def _loss(self, expected: Tensor, counts: Tensor) -> Tensor:
-        """The penalty from the batch's expected counts and child counts, both ``(K,)``."""
+    def _loss(self, stats: Tensor) -> Tensor:
+        """The penalty from the batch statistics of :meth:`_statistics`."""
+        k = len(self.constraints)
+        expected, counts, words = stats[:k], stats[k : 2 * k], stats[2 * k]
+        if self.coverage is not None:  # the share of words whose arc some rule covers
+            share = expected.sum() / words.clamp_min(1)
+            return self._penalty(share.reshape(1), share.new_ones(1), share.new_full((1,), self.coverage))
         valid = (counts > 0) & self.targets.isfinite()
         rates = expected / torch.where(valid, counts, 1.0)
-        return self._penalty(rates, self._weights(counts, valid))
+        return self._penalty(rates, self._weights(counts, valid), self.targets)
 
     def _weights(self, counts: Tensor, valid: Tensor) -> Tensor:
         """Each constraint's weight ``(K,)`` from its child tag's batch count ``(K,)``; 0 where not ``valid``."""
@@ -421,9 +449,9 @@ class GeneralizedExpectation(Objective):
         kept = torch.where(valid, counts, 0.0)
         return kept / (kept.sum() / valid.sum().clamp_min(1)).clamp_min(1)
 
-    def _penalty(self, rates: Tensor, weights: Tensor) -> Tensor:
-        """Distance of the rates ``(K,)`` to the targets, weighted by ``weights`` ``(K,)`` (0: masked out)."""
-        targets = self.targets.to(rates.dtype).nan_to_num(0.5)  # masked out below; no NaN gradient
+    def _penalty(self, rates: Tensor, weights: Tensor, targets: Tensor) -> Tensor:
+        """Distance of the rates ``(K,)`` to the ``targets`` ``(K,)``, weighted by ``weights`` ``(K,)`` (0: masked out)."""
+        targets = targets.to(rates.dtype).nan_to_num(0.5)  # masked out below; no NaN gradient
         if self.penalty == "squared":
             terms = (rates - targets) ** 2
         elif self.penalty == "one_sided":
@@ -439,6 +467,6 @@ class GeneralizedExpectation(Objective):
         if not self._upos_checked:
             if not bool(tags[..., self.tagged_ids].sum() > 0):
                 raise ValueError(NO_UPOS)
-            if bool(self.targets.isnan().all()):
+            if self.coverage is None and bool(self.targets.isnan().all()):
                 raise RuntimeError("GeneralizedExpectation has no targets: call fit_targets() on a labeled sample")
             self._upos_checked = True

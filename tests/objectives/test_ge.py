@@ -330,3 +330,47 @@ def test_one_sided_constraints(gradient):
     violated = ready(GeneralizedExpectation(CONSTRAINTS, "one_sided", gradient))
     violated.targets = torch.where(torch.arange(len(rates)) % 2 == 0, rates + 0.1, rates - 0.1).clamp(0.0, 1.0)
     assert torch.autograd.gradcheck(lambda a: violated(Scores(a), batch), (scores.arcs.clone().requires_grad_(),))
+
+
+def brute_coverage(scores, batch, constraints, multiroot=False):
+    """E[#words whose arc fires some constraint] / #words over the batch, by enumeration."""
+    covered, words = 0.0, 0
+    for b, n, heads, log_p in sentences(scores, batch, multiroot):
+        tags = [UPOS_VOCAB[i] for i in batch.upos[b].tolist()]
+        per_tree = torch.tensor([sum(any(fires(c, tags, int(t[m]), m) for c in constraints) for m in range(1, n + 1))
+                                 for t in heads], dtype=torch.float64)
+        covered += float((log_p.exp() * per_tree).sum())
+        words += n
+    return covered / words
+
+
+@pytest.mark.parametrize("multiroot", [False, True])
+@pytest.mark.parametrize("gradient", ["reverse", "t2"])
+def test_coverage_of_the_rule_set_against_enumeration(gradient, multiroot):
+    """``coverage``: the rules act as one set (Naseem et al. 2010); the squared penalty
+    reads the share of covered words, the one-sided one only while it is below the
+    threshold, with the gradient of finite differences; both routes agree."""
+    scores, batch = make_batch(LENGTHS)
+    rules = [Constraint(c.parent, c.child, direction=c.direction) for c in CONSTRAINTS]  # no targets needed
+    share = brute_coverage(scores, batch, rules, multiroot)
+    assert 0.05 < share < 0.95
+    squared = ready(GeneralizedExpectation(rules, "squared", gradient, coverage=0.8), multiroot)
+    expected = (0.8 - share) ** 2
+    torch.testing.assert_close(squared(scores, batch), torch.tensor(expected, dtype=torch.float64), rtol=1e-10, atol=1e-12)
+    met = ready(GeneralizedExpectation(rules, "one_sided", gradient, coverage=share - 0.01), multiroot)
+    arcs = scores.arcs.clone().requires_grad_()
+    loss = met(Scores(arcs), batch)
+    loss.backward()
+    assert loss == 0 and (arcs.grad == 0).all()
+    below = ready(GeneralizedExpectation(rules, "one_sided", gradient, coverage=min(share + 0.2, 1.0)), multiroot)
+    assert torch.autograd.gradcheck(lambda a: below(Scores(a), batch), (scores.arcs.clone().requires_grad_(),))
+
+
+def test_coverage_needs_rules_that_do_not_overlap():
+    rules = [Constraint("VERB", "NOUN"), Constraint("VERB", "NOUN", direction="left")]
+    with pytest.raises(ValueError, match="overlap"):
+        GeneralizedExpectation(rules, coverage=0.5)
+    with pytest.raises(ValueError, match="coverage"):
+        GeneralizedExpectation(rules[:1], coverage=1.5)
+    with pytest.raises(ValueError, match="coverage"):
+        GeneralizedExpectation(rules[:1], coverage=0.5, targets_from="labeled")
