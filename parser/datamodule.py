@@ -77,6 +77,10 @@ class DependencyDataModule(LightningDataModule):
             sentence per line), each maybe ``.gz``.
         labeled_size: keep only the first K training sentences labeled; the rest of the
             training file joins the unlabeled stream (without their trees).
+        unlabeled_tags: ``keep`` the UPOS tags the unlabeled files have, or ``drop`` them
+            (raw text, as a low-resource user has it: objectives that need tags then read
+            the model's tagger; with ``labeled_size`` the rest of a treebank keeps no gold
+            annotation at all).
         predict: file to parse in ``predict`` (CoNLL-U or ``.txt``).
         batch_tokens: most padded words per batch.
         max_batch_sentences: most sentences per batch.
@@ -103,7 +107,8 @@ class DependencyDataModule(LightningDataModule):
                  predict: str | None = None, batch_tokens: int = 2000,
                  max_batch_sentences: int = 128, num_workers: int = 0,
                  skip_invalid_trees: bool = False, seed: int = 0, shuffle_buffer: int = 10_000,
-                 on_bad_unlabeled: Literal["skip", "error"] = "skip"):
+                 on_bad_unlabeled: Literal["skip", "error"] = "skip",
+                 unlabeled_tags: Literal["keep", "drop"] = "keep"):
         super().__init__()
         if labeled_size is not None and labeled_size < 1:
             raise ValueError(f"labeled_size must be at least 1, not {labeled_size}")
@@ -121,6 +126,9 @@ class DependencyDataModule(LightningDataModule):
         self.seed = seed
         self.shuffle_buffer = shuffle_buffer
         self.on_bad_unlabeled = on_bad_unlabeled
+        if unlabeled_tags not in ("keep", "drop"):
+            raise ValueError(f"unlabeled_tags must be 'keep' or 'drop', not {unlabeled_tags!r}")
+        self.unlabeled_tags = unlabeled_tags
 
         self.upos_vocab = build_upos_vocab()
         self.label_vocab: Vocab | None = None
@@ -174,7 +182,7 @@ class DependencyDataModule(LightningDataModule):
             for source, first in zip(sources, firsts):
                 if first is None:
                     raise ConlluError(f"{source.path}:{source.first_line}: no sentence that parses in the unlabeled file")
-            self.unlabeled_has_upos = has_upos(firsts)
+            self.unlabeled_has_upos = self.unlabeled_tags == "keep" and has_upos(firsts)
             self.label_vocab = build_label_vocab(train)
         if stage in ("fit", "validate", None):
             self.dev_sentences = read_conllu(self.path("dev"), on_invalid=on_invalid)
@@ -218,7 +226,7 @@ class DependencyDataModule(LightningDataModule):
             return labeled
         stream = SentenceStream(self.unlabeled_sources, self.upos_vocab, self.batch_tokens,
                                 self.max_batch_sentences, self.shuffle_buffer, self.seed + 1,
-                                self.on_bad_unlabeled, tokenize=self.tokenize)
+                                self.on_bad_unlabeled, tokenize=self.tokenize, upos=self.unlabeled_tags == "keep")
         unlabeled = Continuing(StatefulDataLoader(stream, batch_size=None, num_workers=self.num_workers))
         return CombinedLoader({"labeled": labeled, "unlabeled": unlabeled}, mode="min_size")
 

@@ -7,10 +7,11 @@ file and line, counted in ``Batch.skipped``) or, with ``on_bad="error"``, fatal.
 
 from __future__ import annotations
 
+
 import logging
 import random
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from torch.utils.data import IterableDataset, get_worker_info
@@ -61,7 +62,8 @@ class SentenceStream(IterableDataset):
     (ties in length shuffled) and yields the batches in shuffled order, all seeded with
     ``(seed, pass, shard, buffer start)``: a pass is reproducible from the seed.
 
-    Batches carry ``index`` = k and ``skipped`` = malformed lines of the buffer (on its
+    With ``upos=False`` the sentences' UPOS tags are dropped (``_``): the stream is raw text
+    even where the files are tagged. Batches carry ``index`` = k and ``skipped`` = malformed lines of the buffer (on its
     first batch). ``state_dict``: the pass, the k where the current buffer starts and the
     batches of it yielded; a stream given it by ``load_state_dict`` re-reads that buffer
     and goes on with the next batch (per worker: StatefulDataLoader keeps one state each).
@@ -70,7 +72,8 @@ class SentenceStream(IterableDataset):
     def __init__(self, sources: Sequence[Source], upos_vocab: Vocab, batch_tokens: int = 2000,
                  max_sentences: int = 128, shuffle_buffer: int = 10_000, seed: int = 0,
                  on_bad: Literal["skip", "error"] = "skip", num_replicas: int | None = None,
-                 rank: int | None = None, tokenize: Callable[[list[list[str]]], Any] | None = None):
+                 rank: int | None = None, tokenize: Callable[[list[list[str]]], Any] | None = None,
+                 upos: bool = True):
         if on_bad not in ("skip", "error"):
             raise ValueError(f"on_bad must be 'skip' or 'error', not {on_bad!r}")
         if shuffle_buffer < 1:
@@ -80,6 +83,7 @@ class SentenceStream(IterableDataset):
         self.sources = list(sources)
         self.upos_vocab = upos_vocab
         self.tokenize = tokenize
+        self.upos = upos
         self.batch_tokens = batch_tokens
         self.max_sentences = max_sentences
         self.shuffle_buffer = shuffle_buffer
@@ -113,6 +117,8 @@ class SentenceStream(IterableDataset):
                     self._batches += 1
                     produced = True
                     indices, chosen = zip(*batch)
+                    if not self.upos:
+                        chosen = [replace(s, upos=["_"] * len(s.words)) for s in chosen]
                     yield collate(chosen, self.upos_vocab, None, indices, skipped, self.tokenize)
                     skipped = 0
                 self._start, self._batches = end, 0

@@ -286,6 +286,19 @@ def test_datamodule_semi_supervised(treebank, tmp_path):
     data = DependencyDataModule("UD_Tiny", root=str(treebank), labeled_size=1)
     data.setup("fit")
     assert data.unlabeled_has_upos
+    tagged = next(iter(data.train_dataloader()))[0]["unlabeled"]
+    assert (tagged.upos[:, 1:] > data.upos_vocab.unk_index).any()
+    raw = DependencyDataModule("UD_Tiny", root=str(treebank), labeled_size=1, unlabeled_tags="drop")
+    raw.setup("fit")
+    assert not raw.unlabeled_has_upos  # the rest of the treebank as raw text: no gold tags either
+    step = next(iter(raw.train_dataloader()))[0]
+    assert step["unlabeled"].words == tagged.words
+    lengths = step["unlabeled"].lengths
+    assert step["unlabeled"].upos[:, 1:].eq(data.upos_vocab.unk_index).logical_or(step["unlabeled"].upos[:, 1:].eq(0)).all()
+    assert step["unlabeled"].upos[:, 1:].eq(data.upos_vocab.unk_index).sum() == lengths.sum()
+    assert (step["labeled"].upos[:, 1:] > data.upos_vocab.unk_index).any()  # the labeled sentences keep theirs
+    with pytest.raises(ValueError, match="unlabeled_tags"):
+        DependencyDataModule("UD_Tiny", root=str(treebank), unlabeled_tags="none")
     data = DependencyDataModule("UD_Tiny", root=str(treebank))
     data.setup("fit")
     assert not data.has_unlabeled and not data.unlabeled_has_upos
