@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 from pathlib import Path
+from typing import Literal
 
 import torch
 from torch import Tensor, nn
@@ -188,7 +189,10 @@ class WordEncoder(nn.Module):
             windows, never truncated.
         stride: subwords shared by consecutive windows (capped at half a window).
         dropout: dropout on the output vectors.
-        freeze: keep the transformer fixed (no gradients, always in eval mode).
+        freeze: keep the transformer fixed (no gradients, always in eval mode); or
+            ``"embeddings"``: keep only its subword embedding matrix fixed (most of a
+            multilingual model's weights: multilingual-e5-small has 96M of its 118M there,
+            and AdamW updates every row each step, used or not).
         layer_mix: word vectors from a learned scalar mix of every layer instead of the
             last layer alone.
         characters: with a positive size, each word vector also holds a character-level
@@ -210,7 +214,7 @@ class WordEncoder(nn.Module):
         max_length: int | None = None,
         stride: int = 128,
         dropout: float = 0.0,
-        freeze: bool = False,
+        freeze: bool | Literal["embeddings"] = False,
         layer_mix: bool = False,
         characters: int = 0,
         word_dropout: float = 0.0,
@@ -222,7 +226,9 @@ class WordEncoder(nn.Module):
         tokenizer = AutoTokenizer.from_pretrained(path)
         limit = min(self.model.config.max_position_embeddings, tokenizer.model_max_length)
         self.subwords = SubwordTokenizer(tokenizer, limit, pooling, max_length, stride)
-        self.freeze = freeze
+        if freeze not in (True, False, "embeddings"):
+            raise ValueError(f"freeze must be true, false or 'embeddings', got {freeze!r}")
+        self.freeze = freeze is True
         self.dropout = nn.Dropout(dropout)
         self.mix_weights = self.mix_gamma = None
         if layer_mix:  # uniform over the embeddings and every layer at the start
@@ -234,8 +240,10 @@ class WordEncoder(nn.Module):
         self.word_dropout = word_dropout
         mask = tokenizer.mask_token_id
         self._dropped_word_id = mask if mask is not None else tokenizer.unk_token_id
-        if freeze:
+        if freeze is True:
             self.model.requires_grad_(False)
+        elif freeze == "embeddings":
+            self.model.get_input_embeddings().requires_grad_(False)
         self.train()  # from_pretrained returns eval mode; modules start in training mode
 
     @property

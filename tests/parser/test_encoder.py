@@ -107,6 +107,14 @@ def test_gradients_reach_the_transformer_unless_frozen(tiny_bert_dir):
     assert not any(p.requires_grad for p in frozen.parameters())
     assert not frozen([SHORT]).requires_grad
 
+    embeddings_frozen = WordEncoder(model=str(tiny_bert_dir), freeze="embeddings").train()
+    assert embeddings_frozen.model.training
+    embeddings_frozen([SHORT]).sum().backward()
+    assert embeddings_frozen.model.embeddings.word_embeddings.weight.grad is None
+    assert embeddings_frozen.model.encoder.layer[0].attention.self.query.weight.grad is not None
+    with pytest.raises(ValueError, match="freeze"):
+        WordEncoder(model=str(tiny_bert_dir), freeze="layers")
+
 
 @torch.no_grad()
 def test_autocast(encoder):
