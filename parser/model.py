@@ -351,12 +351,15 @@ class Parser(LightningModule):
         metric.reset()
         tag_accuracy.reset()
 
-    def predict_step(self, batch: Batch, batch_idx: int) -> list[tuple[int, list[int], list[str]]]:
-        """``(sentence index, heads, labels)`` per sentence, for writing CoNLL-U back in order."""
-        heads, labels = self.decode(self(batch.words, batch.subwords), batch.lengths)
+    def predict_step(self, batch: Batch, batch_idx: int) -> list[tuple[int, list[int], list[str], list[str] | None]]:
+        """``(sentence index, heads, labels, UPOS or None)`` per sentence, for writing CoNLL-U back in order."""
+        scores = self(batch.words, batch.subwords)
+        heads, labels = self.decode(scores, batch.lengths)
+        tags = None if scores.tags is None else self.predicted_tags(scores.tags).tolist()
         out = []
         for i, n in enumerate(batch.lengths.tolist()):
-            out.append((int(batch.index[i]), heads[i, 1 : n + 1].tolist(), [self.label_vocab.itos[l] for l in labels[i, 1 : n + 1].tolist()]))
+            out.append((int(batch.index[i]), heads[i, 1 : n + 1].tolist(), [self.label_vocab.itos[l] for l in labels[i, 1 : n + 1].tolist()],
+                        None if tags is None else [self.upos_vocab.itos[t] for t in tags[i][1 : n + 1]]))
         return out
 
     def total_steps(self) -> int:

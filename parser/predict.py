@@ -25,32 +25,41 @@ from .sentences import read_sentences, write_conllu
 
 class ConlluWriter(BasePredictionWriter):
     """Writes ``trainer.predict``'s parses of ``data.predict`` to ``output`` as CoNLL-U, in
-    input order. On several processes each parses its share; process 0 gathers them all
-    and writes every sentence once."""
+    input order (with a tagger, UPOS filled where the input has ``_``). On several
+    processes each parses its share; process 0 gathers them all and writes every sentence
+    once."""
 
     def __init__(self, output: str):
         super().__init__(write_interval="epoch")
         self.output = output
 
     def write_on_epoch_end(self, trainer, pl_module, predictions, batch_indices) -> None:
-        parses = {index: (heads, labels) for batch in predictions for index, heads, labels in batch}
+        parses = {index: (heads, labels, tags) for batch in predictions for index, heads, labels, tags in batch}
         if trainer.world_size > 1:
             shares = [None] * trainer.world_size if trainer.is_global_zero else None
             torch.distributed.gather_object(parses, shares, dst=0)
             parses = {index: parse for share in shares or [] for index, parse in share.items()}
         if trainer.is_global_zero:
             sentences = trainer.datamodule.predict_sentences
-            ordered = [parses[i] for i in range(len(sentences))]
-            write_conllu(sentences, self.output, heads=[h for h, _ in ordered], deprels=[l for _, l in ordered])
+            heads, labels, tags = zip(*(parses[i] for i in range(len(sentences)))) if sentences else ((), (), ())
+            upos = None if not tags or tags[0] is None else fill_upos(sentences, tags)
+            write_conllu(sentences, self.output, heads=list(heads), deprels=list(labels), upos=upos)
         trainer.strategy.barrier("ConlluWriter")
 
 
+def fill_upos(sentences, tags, overwrite: bool = False) -> list[list[str]]:
+    """The UPOS column to write: the predicted ``tags`` where a sentence has ``_`` (every word with ``overwrite``)."""
+    return [[tag if overwrite or given == "_" else given for given, tag in zip(s.upos, predicted)]
+            for s, predicted in zip(sentences, tags)]
+
+
 def predict(checkpoint: str, source: str, target: str, batch_size: int = 32, device: str | None = None,
-            overwrite_upos: bool = False) -> float:
+            overwrite_upos: bool = False, projective: bool | None = None) -> float:
     """Parse ``source`` into ``target``; returns sentences per second (parsing + decoding).
 
     A parser with a tagger fills UPOS where the input has ``_`` (every word with
-    ``overwrite_upos``); other columns are kept. The checkpoint's kind, the whole input and the output's folder are checked before the
+    ``overwrite_upos``); other columns are kept. ``projective``: decode the best projective
+    (Eisner) or spanning tree, overriding the checkpoint's setting. The checkpoint's kind, the whole input and the output's folder are checked before the
     model loads, so bad input fails in a moment, not after loading."""
     check_checkpoint_path(checkpoint)
     sentences = read_sentences(source)
@@ -58,13 +67,14 @@ def predict(checkpoint: str, source: str, target: str, batch_size: int = 32, dev
         raise FileNotFoundError(2, "no such folder for the output", str(Path(target).parent))
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     parser = Parser.load(checkpoint, map_location=device)
+    if projective is not None:
+        parser.hparams.projective = projective
     start = time.perf_counter()
     parses = parser.parse([s.words for s in sentences], batch_size=batch_size)
     speed = len(sentences) / (time.perf_counter() - start)
     upos = None
     if parses and parses[0].tags is not None:
-        upos = [[tag if overwrite_upos or given == "_" else given for given, tag in zip(s.upos, p.tags)]
-                for s, p in zip(sentences, parses)]
+        upos = fill_upos(sentences, [p.tags for p in parses], overwrite_upos)
     write_conllu(sentences, target, heads=[p.heads for p in parses], deprels=[p.labels for p in parses], upos=upos)
     return speed
 
@@ -78,10 +88,13 @@ def main(argv: list[str] | None = None) -> None:
     cli.add_argument("--device", default=None, help="default: cuda if available, else cpu")
     cli.add_argument("--overwrite-upos", action="store_true",
                      help="with a tagger, replace every UPOS (default: fill only the words whose UPOS is _)")
+    cli.add_argument("--projective", action=argparse.BooleanOptionalAction, default=None,
+                     help="decode the best projective tree (Eisner), or with --no-projective the best spanning "
+                          "tree (default: as the checkpoint was trained)")
     cli.add_argument("--debug", action="store_true", help="show the full traceback of an error")
     args = cli.parse_args(argv)
     speed = run_reporting_errors(lambda: predict(args.checkpoint, args.input, args.output, args.batch_size,
-                                                 args.device, args.overwrite_upos))
+                                                 args.device, args.overwrite_upos, args.projective))
     print(f"parsed {args.input} -> {args.output} ({speed:.1f} sentences/s)")
 
 

@@ -16,7 +16,7 @@ from objectives.likelihood import Likelihood
 from parser.batch import collate
 from parser.datamodule import DependencyDataModule
 from parser.sentences import read_conllu
-from parser.evaluate import evaluate
+from parser.evaluate import evaluate, nonprojective_arcs
 from parser.model import Parser
 from parser.predict import ConlluWriter, predict
 
@@ -214,6 +214,17 @@ def test_tagger_learns_fills_upos_and_tags_raw_text_for_ge(tiny_bert_dir, small_
         assert all(t == u for t, u in zip(g.upos, w.upos) if t != "_") and "_" not in w.upos
         assert [tok["xpos"] for tok in g.tokenlist] == [tok["xpos"] for tok in w.tokenlist]
     assert Parser.load(ckpt).parse([["The", "dog"]])[0].tags is not None
+    written = tmp_path / "trainer-tagged.conllu"  # Trainer.predict's writer fills UPOS the same way
+    data.predict = str(untagged)
+    Trainer(logger=False, enable_progress_bar=False, callbacks=[ConlluWriter(str(written))]).predict(
+        Parser.load(ckpt), datamodule=data, return_predictions=False)
+    assert written.read_text(encoding="utf-8") == out.read_text(encoding="utf-8")
+
+    projective, spanning = tmp_path / "projective.conllu", tmp_path / "spanning.conllu"  # chosen at predict time
+    predict(str(ckpt), str(small_treebank), str(projective), device="cpu", projective=True)
+    predict(str(ckpt), str(small_treebank), str(spanning), device="cpu", projective=False)
+    crossing = lambda path: [s.source for s in read_conllu(path) if any(nonprojective_arcs(s.heads))]  # noqa: E731
+    assert not crossing(projective) and crossing(spanning)  # the same parser's spanning trees cross
 
 
 def test_tagger_loss_decreases(tiny_bert_dir, small_treebank):
