@@ -289,8 +289,8 @@ class GeneralizedExpectation(Objective):
         coverage: a threshold in (0, 1] that makes the constraints one rule set, as in
             Naseem et al. (2010): the expected share of the batch's words whose arc fires
             some constraint (the rules' coverage; the constraints must not overlap) is
-            pulled up to it (``one_sided``: only while below) and the constraints' own
-            targets are not used.
+            pulled up to it (``one_sided``: only while below); the constraints' targets
+            (and ``targets_from``) are then not used.
     """
 
     needs_upos = True
@@ -316,8 +316,8 @@ class GeneralizedExpectation(Objective):
         if targets_from not in ("rules", "labeled"):
             raise ValueError(f"targets_from must be 'rules' or 'labeled', got {targets_from!r}")
         if coverage is not None:
-            if not 0 < coverage <= 1 or targets_from != "rules":
-                raise ValueError(f"coverage must lie in (0, 1], with targets_from='rules'; got {coverage}, {targets_from!r}")
+            if not 0 < coverage <= 1:
+                raise ValueError(f"coverage must lie in (0, 1], got {coverage}")
             if len(set(_overlap_keys(self.constraints))) < sum(1 for _ in _overlap_keys(self.constraints)):
                 raise ValueError("coverage counts each covered arc once: the constraints must not overlap")
         elif targets_from == "rules" and any(c.target is None for c in self.constraints):
@@ -354,7 +354,7 @@ class GeneralizedExpectation(Objective):
         tagged = [i for i, tag in enumerate(context.tags) if tag in UPOS_TAGS]
         self.tagged_ids = torch.tensor(tagged, dtype=torch.long, device=device)
         self.num_tags = len(context.tags)
-        if self.targets_from == "labeled" and context.stage == "fit":
+        if self.targets_from == "labeled" and self.coverage is None and context.stage == "fit":
             if context.labeled_batches is None:
                 raise RuntimeError("GE with targets_from='labeled' estimates its targets from labeled sentences, but none were given")
             targets = self.fit_targets(context.labeled_batches())

@@ -38,19 +38,22 @@ def test_every_objective_config_instantiates(name, tiny_bert_dir):
     assert expected in objectives
 
 
-def _readme_command(prefix: str) -> list[str]:
-    """The README's command that starts with ``prefix`` (continuation lines joined, the
-    comment dropped), as arguments after ``python train.py``."""
-    readme = (Path(train.__file__).parent / "README.md").read_text(encoding="utf-8")
-    line = next(line for line in readme.split("\n") if line.startswith(prefix))
-    start = readme.index(line)
-    command, rest = "", readme[start:]
-    for part in rest.split("\n"):
-        code = part.split("#")[0]
-        command += " " + code.replace("\\", " ")
-        if not code.rstrip().endswith("\\"):
-            break
-    return command.split()[2:]
+def _readme_command(prefix: str, containing: str = "") -> list[str]:
+    """The README's first command that starts with ``prefix`` and holds ``containing``
+    (continuation lines joined, comments dropped), as arguments after ``python train.py``."""
+    lines = (Path(train.__file__).parent / "README.md").read_text(encoding="utf-8").split("\n")
+    for start, line in enumerate(lines):
+        if not line.startswith(prefix):
+            continue
+        command = ""
+        for part in lines[start:]:
+            code = part.split("#")[0]
+            command += " " + code.replace("\\", " ")
+            if not code.rstrip().endswith("\\"):
+                break
+        if containing in command:
+            return command.split()[2:]
+    raise AssertionError(f"no README command starts with {prefix!r} and holds {containing!r}")
 
 
 def test_readme_ge_recipe_parses(tiny_bert_dir, monkeypatch):
@@ -73,6 +76,11 @@ def test_readme_ge_recipe_parses(tiny_bert_dir, monkeypatch):
     assert len(ge.constraints) == 15 and ge.targets_from == "rules"
     assert cli.model.hparams.unsupervised_weight == 1.0
     assert cli.model.hparams.unsupervised_schedule == "constant"
+
+    coverage = _readme_command("python train.py --objective ge --model.unsupervised", "coverage")
+    cli = train.main(train.expand_objective([*coverage, "--model.encoder", str(tiny_bert_dir)])[1:], run=False)
+    ge = cli.model.unsupervised
+    assert len(ge.constraints) == 15 and ge.coverage == 0.61 and ge.penalty == "one_sided"
 
 
 # The low-resource recipe of docs/experiments.md, section 2, in every low-resource config.
