@@ -74,6 +74,32 @@ def mst(scores: Tensor, lengths: Tensor, multiroot: bool = False, projective: bo
     return heads
 
 
+def tree_scores(scores: Tensor, heads: Tensor, lengths: Tensor) -> Tensor:
+    """``(B,)`` the sum of the arc scores ``(B, N+1, N+1)`` of each sentence's tree ``heads`` ``(B, N+1)``."""
+    size = scores.shape[-1]
+    arcs = scores.gather(1, heads.unsqueeze(1)).squeeze(1)  # (B, N+1): scores[b, heads[b, m], m]
+    return arcs.masked_fill(~word_mask(lengths.to(heads.device), size - 1), 0.0).sum(-1)
+
+
+def crossing_gaps(scores: Tensor, lengths: Tensor, multiroot: bool = False) -> tuple[Tensor, Tensor, Tensor]:
+    """Each sentence's best spanning tree, its best projective tree (both ``(B, N+1)``) and
+    how much more the first scores, ``(B,)`` (>= 0; 0 when the best tree is projective)."""
+    spanning = mst(scores, lengths, multiroot)
+    projective = mst(scores, lengths, multiroot, projective=True)
+    gap = tree_scores(scores.detach().double(), spanning, lengths) - tree_scores(scores.detach().double(), projective, lengths)
+    return spanning, projective, gap.clamp_min(0.0)
+
+
+def mst_with_margin(scores: Tensor, lengths: Tensor, margin: float, multiroot: bool = False) -> Tensor:
+    """``(B, N+1)`` heads: a sentence's best spanning tree where it outscores its best
+    projective tree by more than ``margin`` (log-weight units), else that projective tree.
+    A margin of 0 gives :func:`mst`; an infinite one the best projective trees. A learned
+    penalty on crossing arcs for parsers that invent them (choose it on dev with
+    ``python -m parser.crossing_margin``)."""
+    spanning, projective, gap = crossing_gaps(scores, lengths, multiroot)
+    return torch.where((gap > margin).unsqueeze(-1), spanning, projective)
+
+
 def mst_labels(label_scores: Tensor, heads: Tensor, lengths: Tensor) -> Tensor:
     """Best label of each chosen arc.
 

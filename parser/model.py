@@ -27,7 +27,7 @@ from objectives.schedule import linear_warmup_decay
 from . import checkpoint as checkpoint_files
 from .batch import Batch, collate
 from .biaffine import BiaffineScorer
-from .decode import mst, mst_labels
+from .decode import mst, mst_labels, mst_with_margin
 from .encoder import Subwords, WordEncoder
 from .metrics import AttachmentScore, universal_index
 from .sentences import Sentence
@@ -111,6 +111,9 @@ class Parser(LightningModule):
             self-distillation that needs no labeled data beyond the run's own.
         projective: decode the best projective tree (Eisner) instead of the best
             spanning tree, for treebanks where the parser invents crossing arcs.
+        crossing_margin: instead, keep a sentence's best spanning tree only where it
+            outscores its best projective tree by more than this margin (a penalty on
+            crossing arcs; choose it on dev with ``python -m parser.crossing_margin``).
         multiroot: decode (and score) multi-root trees instead of single-root ones.
         lr, encoder_lr, weight_decay, warmup_steps: AdamW with linear warm-up then linear
             decay to 0 over the run (``trainer.max_steps`` or the epochs' steps).
@@ -147,6 +150,7 @@ class Parser(LightningModule):
         teacher_ema: float | None = None,
         multiroot: bool = False,
         projective: bool = False,
+        crossing_margin: float | None = None,
         lr: float = 2e-3,
         encoder_lr: float = 5e-5,
         weight_decay: float = 0.01,
@@ -155,6 +159,8 @@ class Parser(LightningModule):
         encoder_source: str | Path | None = None,
     ):
         super().__init__()
+        if projective and crossing_margin is not None:
+            raise ValueError("give projective (always Eisner) or crossing_margin (Eisner unless a crossing tree wins by the margin), not both")
         if unsupervised_schedule not in ("constant", "linear_decay"):
             raise ValueError(f"unsupervised_schedule must be 'constant' or 'linear_decay', got {unsupervised_schedule!r}")
         self.save_hyperparameters(ignore=["supervised", "unsupervised", "encoder_source"])
@@ -277,7 +283,11 @@ class Parser(LightningModule):
 
     def decode(self, scores: Scores, lengths: Tensor) -> tuple[Tensor, Tensor]:
         """Best single-root (or multi-root) tree and the best label of each of its arcs."""
-        heads = mst(scores.arcs, lengths, self.hparams.multiroot, self.hparams.projective)
+        margin = self.hparams.get("crossing_margin")
+        if margin is not None:
+            heads = mst_with_margin(scores.arcs, lengths, margin, self.hparams.multiroot)
+        else:
+            heads = mst(scores.arcs, lengths, self.hparams.multiroot, self.hparams.projective)
         return heads, mst_labels(scores.labels, heads, lengths)
 
     # ----------------------------------------------------------------- training

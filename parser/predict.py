@@ -54,12 +54,14 @@ def fill_upos(sentences, tags, overwrite: bool = False) -> list[list[str]]:
 
 
 def predict(checkpoint: str, source: str, target: str, batch_size: int = 32, device: str | None = None,
-            overwrite_upos: bool = False, projective: bool | None = None) -> float:
+            overwrite_upos: bool = False, projective: bool | None = None,
+            crossing_margin: float | None = None) -> float:
     """Parse ``source`` into ``target``; returns sentences per second (parsing + decoding).
 
     A parser with a tagger fills UPOS where the input has ``_`` (every word with
     ``overwrite_upos``); other columns are kept. ``projective``: decode the best projective
-    (Eisner) or spanning tree, overriding the checkpoint's setting. The checkpoint's kind, the whole input and the output's folder are checked before the
+    (Eisner) or spanning tree; ``crossing_margin``: a spanning tree only where it beats the
+    best projective one by that margin (both override the checkpoint's setting). The checkpoint's kind, the whole input and the output's folder are checked before the
     model loads, so bad input fails in a moment, not after loading."""
     check_checkpoint_path(checkpoint)
     sentences = read_sentences(source)
@@ -67,8 +69,9 @@ def predict(checkpoint: str, source: str, target: str, batch_size: int = 32, dev
         raise FileNotFoundError(2, "no such folder for the output", str(Path(target).parent))
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     parser = Parser.load(checkpoint, map_location=device)
-    if projective is not None:
-        parser.hparams.projective = projective
+    if projective is not None or crossing_margin is not None:
+        parser.hparams.projective = bool(projective) and crossing_margin is None
+        parser.hparams.crossing_margin = crossing_margin
     start = time.perf_counter()
     parses = parser.parse([s.words for s in sentences], batch_size=batch_size)
     speed = len(sentences) / (time.perf_counter() - start)
@@ -91,10 +94,14 @@ def main(argv: list[str] | None = None) -> None:
     cli.add_argument("--projective", action=argparse.BooleanOptionalAction, default=None,
                      help="decode the best projective tree (Eisner), or with --no-projective the best spanning "
                           "tree (default: as the checkpoint was trained)")
+    cli.add_argument("--crossing-margin", type=float, default=None,
+                     help="a sentence's best spanning tree only where it outscores its best projective tree by "
+                          "more than this (choose it on dev: python -m parser.crossing_margin)")
     cli.add_argument("--debug", action="store_true", help="show the full traceback of an error")
     args = cli.parse_args(argv)
     speed = run_reporting_errors(lambda: predict(args.checkpoint, args.input, args.output, args.batch_size,
-                                                 args.device, args.overwrite_upos, args.projective))
+                                                 args.device, args.overwrite_upos, args.projective,
+                                                 args.crossing_margin))
     print(f"parsed {args.input} -> {args.output} ({speed:.1f} sentences/s)")
 
 

@@ -375,3 +375,27 @@ def test_projective_mst_decodes_every_sentence_of_a_batch():
     heads = mst(scores, lengths, projective=True)
     assert heads[2, 1] == 0 and (heads[:, 0] == 0).all() and (heads[1, 4:] == 0).all()
     assert [int((heads[b, 1 : n + 1] == 0).sum()) for b, n in enumerate(lengths.tolist())] == [1, 1, 1]
+
+
+def test_crossing_margin_chooses_between_the_best_spanning_and_projective_trees():
+    """Margin 0 decodes as MST, an infinite one as Eisner; in between, a sentence keeps its
+    spanning tree exactly where it outscores its projective tree by more than the margin."""
+    from parser.decode import crossing_gaps, mst_with_margin, tree_scores
+
+    generator = torch.Generator().manual_seed(3)
+    scores = torch.randn(40, 9, 9, generator=generator, dtype=torch.float64) * 3
+    lengths = torch.randint(1, 9, (40,), generator=generator)
+    spanning, projective = mst(scores, lengths), mst(scores, lengths, projective=True)
+    torch.testing.assert_close(mst_with_margin(scores, lengths, 0.0), spanning)
+    torch.testing.assert_close(mst_with_margin(scores, lengths, float("inf")), projective)
+    _, _, gap = crossing_gaps(scores, lengths)
+    manual = [sum(float(scores[b, spanning[b, m], m]) for m in range(1, n + 1))
+              - sum(float(scores[b, projective[b, m], m]) for m in range(1, n + 1)) for b, n in enumerate(lengths.tolist())]
+    torch.testing.assert_close(gap, torch.tensor(manual, dtype=torch.float64).clamp_min(0))
+    torch.testing.assert_close(tree_scores(scores, spanning, lengths) - tree_scores(scores, projective, lengths), gap)
+    crossing = torch.tensor([any(nonprojective_arcs(spanning[b, 1 : n + 1].tolist())) for b, n in enumerate(lengths.tolist())])
+    assert crossing.sum() > 5 and (gap[~crossing] == 0).all() and (gap[crossing] > 0).all()
+    margin = float(gap[crossing].median())
+    chosen = mst_with_margin(scores, lengths, margin)
+    for b in range(len(lengths)):
+        torch.testing.assert_close(chosen[b], spanning[b] if gap[b] > margin else projective[b])

@@ -16,6 +16,7 @@ from objectives.likelihood import Likelihood
 from parser.batch import collate
 from parser.datamodule import DependencyDataModule
 from parser.sentences import read_conllu
+from parser.crossing_margin import best, sweep
 from parser.evaluate import evaluate, nonprojective_arcs
 from parser.model import Parser
 from parser.predict import ConlluWriter, predict
@@ -225,6 +226,15 @@ def test_tagger_learns_fills_upos_and_tags_raw_text_for_ge(tiny_bert_dir, small_
     predict(str(ckpt), str(small_treebank), str(spanning), device="cpu", projective=False)
     crossing = lambda path: [s.source for s in read_conllu(path) if any(nonprojective_arcs(s.heads))]  # noqa: E731
     assert not crossing(projective) and crossing(spanning)  # the same parser's spanning trees cross
+    # the margin sweep on the same file: its ends are these two decodings, as parser.evaluate scores them
+    choices = sweep(Parser.load(ckpt), read_conllu(small_treebank), batch_size=8)
+    for choice, path in ((choices[0], spanning), (choices[-1], projective)):
+        scores = evaluate(small_treebank, path)
+        assert (round(choice.uas, 6), round(choice.las, 6)) == (round(scores["uas"], 6), round(scores["las"], 6))
+    assert choices[0].nonprojective > 0 and choices[-1].nonprojective == 0 and len(choices) > 2
+    assert best(choices).las == max(c.las for c in choices)
+    predict(str(ckpt), str(small_treebank), str(spanning), device="cpu", crossing_margin=choices[1].margin)
+    assert round(evaluate(small_treebank, spanning)["las"], 6) == round(choices[1].las, 6)
 
 
 def test_tagger_loss_decreases(tiny_bert_dir, small_treebank):
