@@ -120,6 +120,16 @@ def test_low_resource_configs_are_the_reported_recipes(name, tiny_bert_dir):
     assert "python train.py" in header and "minutes on one CPU thread" in header and "400 steps" in header
 
 
+def test_small_treebank_config_is_the_reported_wolof_recipe(tiny_bert_dir):
+    """configs/small_treebank.yaml builds the command of docs/experiments.md, section 3."""
+    cli = train.main(["--config", str(train.CONFIGS / "small_treebank.yaml"), "--model.encoder", str(tiny_bert_dir)],
+                     run=False)
+    hp = cli.model.hparams
+    assert (hp.layer_mix, hp.characters, hp.word_dropout, hp.tagger_weight, hp.encoder_lr) == (True, 256, 0.15, 1.0, 1e-4)
+    assert cli.datamodule.treebank == "UD_Wolof-WTB" and cli.datamodule.batch_tokens == 500
+    assert cli.trainer.max_epochs == 16 and cli.model.encoder.hidden_size == 32 + 256
+
+
 def test_low_resource_driver_adds_only_the_cell(tiny_bert_dir, monkeypatch):
     """benchmarks.low_resource runs the shipped config and adds only the seed, K, the
     treebank, the output folder (and the teacher for kl), then --train-args."""
