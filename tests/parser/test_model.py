@@ -10,16 +10,16 @@ import torch
 from lightning.pytorch import Trainer, seed_everything
 
 from objectives.entropy_regularizer import EntropyRegularizer
-from objectives.kl import Distillation
 from objectives.ge import GeneralizedExpectation, estimate_targets
+from objectives.kl import Distillation
 from objectives.likelihood import Likelihood
 from parser.batch import collate
-from parser.datamodule import DependencyDataModule
-from parser.sentences import read_conllu
 from parser.crossing_margin import best, sweep
+from parser.datamodule import DependencyDataModule
 from parser.evaluate import evaluate, nonprojective_arcs
 from parser.model import Parser
 from parser.predict import ConlluWriter, predict
+from parser.sentences import read_conllu
 
 EWT = "UD_English-EWT/en_ewt-ud-dev.conllu"
 
@@ -224,7 +224,9 @@ def test_tagger_learns_fills_upos_and_tags_raw_text_for_ge(tiny_bert_dir, small_
     projective, spanning = tmp_path / "projective.conllu", tmp_path / "spanning.conllu"  # chosen at predict time
     predict(str(ckpt), str(small_treebank), str(projective), device="cpu", projective=True)
     predict(str(ckpt), str(small_treebank), str(spanning), device="cpu", projective=False)
-    crossing = lambda path: [s.source for s in read_conllu(path) if any(nonprojective_arcs(s.heads))]  # noqa: E731
+    def crossing(path):
+        return [s.source for s in read_conllu(path) if any(nonprojective_arcs(s.heads))]
+
     assert not crossing(projective) and crossing(spanning)  # the same parser's spanning trees cross
     # the margin sweep on the same file: its ends are these two decodings, as parser.evaluate scores them
     choices = sweep(Parser.load(ckpt), read_conllu(small_treebank), batch_size=8)
