@@ -86,7 +86,8 @@ def crossing_gaps(scores: Tensor, lengths: Tensor, multiroot: bool = False) -> t
     how much more the first scores, ``(B,)`` (>= 0; 0 when the best tree is projective)."""
     spanning = mst(scores, lengths, multiroot)
     projective = mst(scores, lengths, multiroot, projective=True)
-    gap = tree_scores(scores.detach().double(), spanning, lengths) - tree_scores(scores.detach().double(), projective, lengths)
+    exact = scores.detach().double()
+    gap = tree_scores(exact, spanning, lengths) - tree_scores(exact, projective, lengths)
     return spanning, projective, gap.clamp_min(0.0)
 
 
