@@ -318,7 +318,8 @@ class GeneralizedExpectation(Objective):
         if coverage is not None:
             if not 0 < coverage <= 1:
                 raise ValueError(f"coverage must lie in (0, 1], got {coverage}")
-            if len(set(_overlap_keys(self.constraints))) < sum(1 for _ in _overlap_keys(self.constraints)):
+            cells = list(_overlap_keys(self.constraints))
+            if len(set(cells)) < len(cells):
                 raise ValueError("coverage counts each covered arc once: the constraints must not overlap")
         elif targets_from == "rules" and any(c.target is None for c in self.constraints):
             raise ValueError("constraints without a target need targets_from='labeled'")

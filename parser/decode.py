@@ -28,6 +28,8 @@ from torch import Tensor
 
 from objectives.conventions import IGNORE_INDEX, arc_mask, word_mask
 
+from .evaluate import nonprojective_arcs
+
 
 def mst(scores: Tensor, lengths: Tensor, multiroot: bool = False, projective: bool = False) -> Tensor:
     """Maximum spanning arborescence of every sentence in a batch (with ``projective``, the
@@ -83,12 +85,19 @@ def tree_scores(scores: Tensor, heads: Tensor, lengths: Tensor) -> Tensor:
 
 def crossing_gaps(scores: Tensor, lengths: Tensor, multiroot: bool = False) -> tuple[Tensor, Tensor, Tensor]:
     """Each sentence's best spanning tree, its best projective tree (both ``(B, N+1)``) and
-    how much more the first scores, ``(B,)`` (>= 0; 0 when the best tree is projective)."""
+    how much more the first scores, ``(B,)`` float64 (0 when the best tree is projective:
+    then it is also the best projective tree, and Eisner runs only on the others)."""
     spanning = mst(scores, lengths, multiroot)
-    projective = mst(scores, lengths, multiroot, projective=True)
-    exact = scores.detach().double()
-    gap = tree_scores(exact, spanning, lengths) - tree_scores(exact, projective, lengths)
-    return spanning, projective, gap.clamp_min(0.0)
+    projective = spanning.clone()
+    gap = torch.zeros(len(lengths), dtype=torch.float64)
+    trees = spanning.tolist()
+    crossing = [b for b, n in enumerate(lengths.tolist()) if any(nonprojective_arcs(trees[b][1 : n + 1]))]
+    if crossing:
+        index = torch.tensor(crossing, device=spanning.device)
+        projective[index] = mst(scores[index], lengths[index], multiroot, projective=True)
+        exact, sizes = scores[index].detach().to("cpu", torch.float64), lengths[index].cpu()
+        gap[crossing] = tree_scores(exact, spanning[index].cpu(), sizes) - tree_scores(exact, projective[index].cpu(), sizes)
+    return spanning, projective, gap.clamp_min_(0.0).to(spanning.device)
 
 
 def mst_with_margin(scores: Tensor, lengths: Tensor, margin: float, multiroot: bool = False) -> Tensor:

@@ -63,6 +63,8 @@ def predict(checkpoint: str, source: str, target: str, batch_size: int = 32, dev
     (Eisner) or spanning tree; ``crossing_margin``: a spanning tree only where it beats the
     best projective one by that margin (both override the checkpoint's setting). The checkpoint's kind, the whole input and the output's folder are checked before the
     model loads, so bad input fails in a moment, not after loading."""
+    if projective and crossing_margin is not None:
+        raise ValueError("give --projective (always Eisner) or --crossing-margin (Eisner unless a crossing tree wins by the margin), not both")
     check_checkpoint_path(checkpoint)
     sentences = read_sentences(source)
     if not Path(target).resolve().parent.is_dir():
@@ -70,7 +72,7 @@ def predict(checkpoint: str, source: str, target: str, batch_size: int = 32, dev
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     parser = Parser.load(checkpoint, map_location=device)
     if projective is not None or crossing_margin is not None:
-        parser.hparams.projective = bool(projective) and crossing_margin is None
+        parser.hparams.projective = bool(projective)
         parser.hparams.crossing_margin = crossing_margin
     start = time.perf_counter()
     parses = parser.parse([s.words for s in sentences], batch_size=batch_size)

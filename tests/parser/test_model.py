@@ -237,6 +237,8 @@ def test_tagger_learns_fills_upos_and_tags_raw_text_for_ge(tiny_bert_dir, small_
     assert best(choices).las == max(c.las for c in choices)
     predict(str(ckpt), str(small_treebank), str(spanning), device="cpu", crossing_margin=choices[1].margin)
     assert round(evaluate(small_treebank, spanning)["las"], 6) == round(choices[1].las, 6)
+    with pytest.raises(ValueError, match="not both"):
+        predict(str(ckpt), str(small_treebank), str(spanning), device="cpu", projective=True, crossing_margin=1.0)
 
 
 def test_tagger_loss_decreases(tiny_bert_dir, small_treebank):
