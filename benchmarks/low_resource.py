@@ -128,12 +128,35 @@ def other_treebank_teacher(args: argparse.Namespace, record) -> Path:
     return best
 
 
+def recorded_cell(results: Path, row_key: dict, out: Path) -> tuple[dict, Path] | None:
+    """The row of ``results`` with these key fields and the best checkpoint under ``out``, if
+    both are still there: the driver resumes a grid (or adds a round, a recipe) without
+    training a recorded cell again."""
+    if not results.exists():
+        return None
+    for line in results.read_text(encoding="utf-8").splitlines():
+        row = json.loads(line) if line.strip() else {}
+        if all(row.get(key) == value for key, value in row_key.items()):
+            runs = sorted((ROOT / out).glob("*/version_*/checkpoints/best.ckpt"), key=lambda p: p.stat().st_mtime)
+            if runs:
+                return row, runs[-1]
+    return None
+
+
 def run_cell(objective: str, size: int | str, seed: int, args: argparse.Namespace,
-             teacher: str | None = None, round_: int | None = None) -> tuple[dict, Path]:
-    """Train one cell, parse the test set with its best checkpoint; its row and that checkpoint.
+             teacher: str | None = None, round_: int | None = None) -> tuple[dict, Path, bool]:
+    """Train one cell, parse the test set with its best checkpoint; its row, that checkpoint,
+    and whether the row is new (False: the cell was in ``--results`` already and is reused).
     ``teacher``/``round_``: a self-distillation round's teacher (the previous student)."""
     variant = "".join(c if c.isalnum() or c in "._" else "_" for c in args.train_args)
     out = Path(args.output) / f"{objective}{'' if round_ is None else round_}-k{size}-s{seed}{variant}"
+    label = args.train_args if round_ is None else f"round {round_}" + (f" {args.train_args}" if args.train_args else "")
+    if objective == "cross_treebank":
+        label = f"teacher {args.teacher_treebank}" + (f" {args.train_args}" if args.train_args else "")
+    key = {"objective": objective, "variant": label, "labeled": size, "seed": seed, "treebank": args.treebank}
+    if (reused := recorded_cell(Path(args.results), key, out)) is not None:
+        print(f"reusing {out}: already in {args.results}", flush=True)
+        return *reused, False
     command = train_command(objective, size, seed, args.treebank, out, teacher or args.teacher, args.train_args)
     recorded = {"commit": commit(), "command": shell_command(command)}  # before the tree can change
     start = time.perf_counter()
@@ -157,12 +180,8 @@ def run_cell(objective: str, size: int | str, seed: int, args: argparse.Namespac
         extra = teacher_labeled(str(teacher), Path(args.data_root))
     else:
         extra = 0
-    label = args.train_args if round_ is None else f"round {round_}" + (f" {args.train_args}" if args.train_args else "")
-    if objective == "cross_treebank":
-        label = f"teacher {args.teacher_treebank}" + (f" {args.train_args}" if args.train_args else "")
-    return {"objective": objective, "variant": label, "labeled": size, "seed": seed, "train_seconds": round(train_seconds),
-            "max_steps": config["trainer"]["max_steps"], **{k: round(v, 2) for k, v in scores.items()},
-            "treebank": args.treebank, "extra_labeled": extra, **recorded}, best
+    return {**key, "train_seconds": round(train_seconds), "max_steps": config["trainer"]["max_steps"],
+            **{k: round(v, 2) for k, v in scores.items()}, "extra_labeled": extra, **recorded}, best, True
 
 
 def _short(overrides: str) -> str:
@@ -356,16 +375,17 @@ def main() -> None:
                 for objective in args.objectives:
                     if objective == "cross_treebank":
                         teacher = other_treebank_teacher(args, record)
-                        row, _ = run_cell(objective, size, seed, args, str(teacher))
-                        record(row)
+                        row, _, new = run_cell(objective, size, seed, args, str(teacher))
+                    elif objective != "self_distill":
+                        row, best[objective], new = run_cell(objective, size, seed, args)
+                    else:
+                        teacher = best["supervised"]
+                        for round_ in range(1, args.rounds + 1):
+                            row, teacher, new = run_cell(objective, size, seed, args, str(teacher), round_)
+                            if new:
+                                record(row)
                         continue
-                    if objective != "self_distill":
-                        row, best[objective] = run_cell(objective, size, seed, args)
-                        record(row)
-                        continue
-                    teacher = best["supervised"]
-                    for round_ in range(1, args.rounds + 1):
-                        row, teacher = run_cell(objective, size, seed, args, str(teacher), round_)
+                    if new:
                         record(row)
     print(report(results))
     print(f"figure: {figure(results, Path(args.figure) if args.figure else results.with_suffix('.png'))}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -177,7 +178,6 @@ def test_low_resource_kl_rows_count_the_teachers_labeled_sentences(ud_dir, tmp_p
 def test_low_resource_rows_name_their_commit_command_and_data():
     """Every row of docs/results/low_resource.jsonl says where it came from; the rows of a
     shipped config run without overrides keep an empty variant (the configs of today)."""
-    import json
 
     from benchmarks.low_resource import report
 
@@ -275,7 +275,7 @@ def test_self_distillation_rounds_chain_their_teachers(monkeypatch, tmp_path):
     def fake_cell(objective, size, seed, args, teacher=None, round_=None):
         calls.append((objective, round_, teacher))
         return {"objective": objective, "labeled": size, "seed": seed, "variant": "", "las": 0.0}, \
-            tmp_path / f"{objective}{round_}.ckpt"
+            tmp_path / f"{objective}{round_}.ckpt", True
 
     monkeypatch.setattr(low_resource, "run_cell", fake_cell)
     monkeypatch.setattr(low_resource, "report", lambda results: "")
@@ -285,3 +285,25 @@ def test_self_distillation_rounds_chain_their_teachers(monkeypatch, tmp_path):
     low_resource.main()
     assert calls == [("supervised", None, None), ("self_distill", 1, str(tmp_path / "supervisedNone.ckpt")),
                      ("self_distill", 2, str(tmp_path / "self_distill1.ckpt"))]
+
+
+def test_low_resource_driver_reuses_recorded_cells(tmp_path, monkeypatch):
+    """A cell whose row is in --results and whose best checkpoint is still there is not
+    trained again: adding a round or resuming a grid starts where the last run stopped."""
+    from benchmarks import low_resource
+
+    results, out = tmp_path / "r.jsonl", tmp_path / "supervised-k100-s1__model.tagger_weight_1.0"
+    row = {"objective": "supervised", "variant": "--model.tagger_weight 1.0", "labeled": 100, "seed": 1,
+           "treebank": "UD_English-EWT", "las": 54.3}
+    results.write_text(json.dumps({**row, "seed": 2}) + "\n" + json.dumps(row) + "\n")
+    key = {k: row[k] for k in ("objective", "variant", "labeled", "seed", "treebank")}
+    assert low_resource.recorded_cell(results, key, out) is None  # the checkpoint is gone
+    best = out / "likelihood_low_resource" / "version_0" / "checkpoints" / "best.ckpt"
+    best.parent.mkdir(parents=True)
+    best.touch()
+    assert low_resource.recorded_cell(results, key, out) == (row, best)
+    assert low_resource.recorded_cell(results, {**key, "seed": 3}, out) is None
+    monkeypatch.setattr(low_resource.subprocess, "run", lambda *a, **k: pytest.fail("a recorded cell was retrained"))
+    args = low_resource.argparse.Namespace(output=str(tmp_path), results=str(results), train_args="--model.tagger_weight 1.0",
+                                           treebank="UD_English-EWT", teacher=None, teacher_treebank="UD_English-LinES")
+    assert low_resource.run_cell("supervised", 100, 1, args) == (row, best, False)
