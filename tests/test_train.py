@@ -178,7 +178,6 @@ def test_low_resource_kl_rows_count_the_teachers_labeled_sentences(ud_dir, tmp_p
 def test_low_resource_rows_name_their_commit_command_and_data():
     """Every row of docs/results/low_resource.jsonl says where it came from; the rows of a
     shipped config run without overrides keep an empty variant (the configs of today)."""
-
     from benchmarks.low_resource import report
 
     results = Path(train.__file__).parent / "docs" / "results" / "low_resource.jsonl"
