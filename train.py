@@ -78,6 +78,8 @@ class ParserCLI(LightningCLI):
             help="shortcut for --config configs/<config of NAME>.yaml, given anywhere on the command line "
                  f"({', '.join(f'{k}: {v}' for k, v in OBJECTIVE_CONFIGS.items())}); `fit` when no subcommand is given",
         )
+        # the CLI's default recipe (the model names no objective): tree likelihood on labeled batches
+        parser.set_defaults({"model.supervised": {"class_path": "objectives.Likelihood"}})
 
     def instantiate_trainer(self, **kwargs):
         config = self._get(self.config_init, "trainer", default={})

@@ -23,6 +23,7 @@ import time
 import torch
 import yaml
 
+from objectives.likelihood import Likelihood
 from parser.datamodule import DependencyDataModule
 from parser.model import Parser
 
@@ -42,7 +43,7 @@ def measure(config: str, worst: int, chunked: bool) -> dict:
     data = DependencyDataModule(treebank=recipe["data"]["treebank"], batch_tokens=recipe["data"]["batch_tokens"])
     data.setup("fit")
     torch.manual_seed(0)
-    model = Parser(encoder=recipe["model"]["encoder"], labels=data.label_vocab.itos)
+    model = Parser(encoder=recipe["model"]["encoder"], labels=data.label_vocab.itos, supervised=Likelihood())
     if not chunked:
         model.encoder.PADDED_SUBWORDS_PER_CHUNK = sys.maxsize
     batches = worst_batches(data, model, worst)

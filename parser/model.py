@@ -19,7 +19,6 @@ from torch.nn import functional as F
 from torchmetrics.classification import MulticlassAccuracy
 
 from objectives.conventions import IGNORE_INDEX
-from objectives.likelihood import Likelihood
 from objectives.mtt import marginals as arc_marginals
 from objectives.objective import Objective, ObjectiveContext, Scores
 from objectives.schedule import linear_warmup_decay
@@ -94,8 +93,8 @@ class Parser(LightningModule):
             trained on the labeled words (its cross-entropy, times this weight, joins the
             supervised loss); it tags raw text in ``parse``/``parser.predict`` and gives
             objectives that need UPOS (GE) its tag distributions on untagged words.
-        supervised: the objective on labeled batches (default: tree likelihood); ``None``
-            for none.
+        supervised: the objective on labeled batches (``train.py``'s default: tree
+            likelihood, ``objectives.Likelihood``); ``None`` for none.
         unsupervised: the objective on unlabeled batches (entropy, KL, GE, ...), applied to
             the labeled batch's words when there is no unlabeled data.
         unsupervised_weight: lambda in ``loss = supervised + lambda * unsupervised``.
@@ -167,7 +166,7 @@ class Parser(LightningModule):
         self.encoder = WordEncoder(encoder, pooling=pooling, max_length=max_subwords, stride=window_stride,
                                    dropout=encoder_dropout, freeze=freeze_encoder, layer_mix=layer_mix,
                                    characters=characters, word_dropout=word_dropout, source=encoder_source)
-        self.supervised = Likelihood() if supervised is None and unsupervised is None else supervised
+        self.supervised = supervised
         self.unsupervised = unsupervised
         self.scorer: BiaffineScorer | None = None
         self.upos_vocab = build_upos_vocab()
@@ -212,6 +211,9 @@ class Parser(LightningModule):
             process_group=None,
             total_steps=self.total_steps() if stage == "fit" else None,
         )
+        if stage == "fit" and self.supervised is None and self.unsupervised is None and self.tagger is None:
+            raise ValueError("nothing to train: give the parser an objective (--model.supervised, e.g. "
+                             "objectives.Likelihood, or --model.unsupervised) or a tagger (--model.tagger_weight)")
         for objective in (self.supervised, self.unsupervised):
             if objective is not None:
                 objective.setup(context)

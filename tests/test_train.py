@@ -121,6 +121,12 @@ def test_low_resource_configs_are_the_reported_recipes(name, tiny_bert_dir):
     assert "python train.py" in header and "minutes on one CPU thread" in header and "400 steps" in header
 
 
+def test_the_cli_default_objective_is_tree_likelihood(tiny_bert_dir):
+    """With no config, train.py trains the tree likelihood (the model itself names none)."""
+    cli = train.main(["--model.encoder", str(tiny_bert_dir)], run=False)
+    assert type(cli.model.supervised).__name__ == "Likelihood" and cli.model.unsupervised is None
+
+
 def test_small_treebank_config_is_the_reported_wolof_recipe(tiny_bert_dir):
     """configs/small_treebank.yaml builds the command of docs/experiments.md, section 3."""
     cli = train.main(["--config", str(train.CONFIGS / "small_treebank.yaml"), "--model.encoder", str(tiny_bert_dir)],

@@ -13,6 +13,7 @@ import pytest
 import torch
 from lightning.pytorch import Trainer, seed_everything
 
+from objectives.likelihood import Likelihood
 from parser.checkpoint import CheckpointError
 from parser.datamodule import DependencyDataModule
 from parser.model import Parser
@@ -40,7 +41,7 @@ def trained_checkpoint(tiny_bert_dir, ud_dir, tmp_path) -> tuple[Path, Parser]:
     small = tmp_path / "small.conllu"
     small.write_text("\n\n".join(blocks) + "\n\n", encoding="utf-8")
     seed_everything(0)
-    model = Parser(encoder=str(encoder), arc_size=32, label_size=16, warmup_steps=1)
+    model = Parser(encoder=str(encoder), arc_size=32, label_size=16, warmup_steps=1, supervised=Likelihood())
     data = DependencyDataModule(treebank=None, train=str(small), dev=str(small), batch_tokens=300)
     trainer = Trainer(max_steps=2, logger=False, enable_progress_bar=False, enable_model_summary=False,
                       enable_checkpointing=False, num_sanity_val_steps=0, limit_val_batches=0)

@@ -92,7 +92,7 @@ def test_training_decreases_the_loss(tiny_bert_dir, small_treebank):
     data = DependencyDataModule(treebank=None, train=str(small_treebank), dev=str(small_treebank), batch_tokens=300)
     data.setup("fit")
     model = Parser(encoder=str(tiny_bert_dir), arc_size=32, label_size=16, dropout=0.0,
-                   labels=data.label_vocab.itos)
+                   labels=data.label_vocab.itos, supervised=Likelihood())
     batch = next(iter(data.val_dataloader()))
     optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
     losses = []
@@ -140,11 +140,22 @@ def test_lambda_decays_to_zero_over_the_run(tiny_bert_dir, small_treebank, tmp_p
 
 def test_training_needs_a_finite_length(tiny_bert_dir, small_treebank, tmp_path):
     data = DependencyDataModule(treebank=None, train=str(small_treebank), dev=str(small_treebank), batch_tokens=300)
-    model = Parser(encoder=str(tiny_bert_dir), arc_size=32, label_size=16)
+    model = Parser(encoder=str(tiny_bert_dir), arc_size=32, label_size=16, supervised=Likelihood())
     endless = Trainer(max_steps=-1, max_epochs=-1, logger=False, enable_progress_bar=False,
                       enable_model_summary=False, default_root_dir=tmp_path)
     with pytest.raises(ValueError, match="finite length"):
         endless.fit(model, data)
+
+
+def test_a_parser_without_objectives_has_nothing_to_train(tiny_bert_dir, small_treebank, tmp_path):
+    """The model names no objective: given none (and no tagger), fit stops with one clear line."""
+    data = DependencyDataModule(treebank=None, train=str(small_treebank), dev=str(small_treebank), batch_tokens=300)
+    model = Parser(encoder=str(tiny_bert_dir), arc_size=32, label_size=16)
+    assert model.supervised is None and model.unsupervised is None
+    trainer = Trainer(max_steps=1, logger=False, enable_progress_bar=False, enable_model_summary=False,
+                      default_root_dir=tmp_path)
+    with pytest.raises(ValueError, match="nothing to train"):
+        trainer.fit(model, data)
 
 
 def test_batches_arrive_tokenised_from_dataloader_workers(tiny_bert_dir, small_treebank, tmp_path):
@@ -294,7 +305,7 @@ def test_character_vectors_and_word_dropout_train_save_and_load(tiny_bert_dir, s
     seed_everything(0)
     data = DependencyDataModule(treebank=None, train=str(small_treebank), dev=str(small_treebank), batch_tokens=400)
     model = Parser(encoder=str(tiny_bert_dir), arc_size=32, label_size=16, characters=16, word_dropout=0.2,
-                   layer_mix=True, lr=5e-3, encoder_lr=1e-4, warmup_steps=1)
+                   layer_mix=True, lr=5e-3, encoder_lr=1e-4, warmup_steps=1, supervised=Likelihood())
     trainer = _trainer(tmp_path, steps=3)
     trainer.fit(model, data)
     scratch, transformer = trainer.optimizers[0].param_groups
