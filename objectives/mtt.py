@@ -33,9 +33,10 @@ gradients cost O(N^3) and never differentiate through a determinant twice.
 Overhead. At UD sentence lengths (N ~ 10-40) the cubic work is small and the per-call cost
 of tensor operations (and of touching freshly allocated memory) decides much of the run
 time, so the arc mask is built once per call, the Laplacian and its adjoint are written
-with as few operations and buffers as possible, validation (``validate=True``) and the
-fallback decision share one host sync, and no autograd nodes are built when no input
-requires a gradient.
+with as few operations and buffers as possible, validation (``validate=True``) reads its
+few numbers with ``item()`` once the factorisation is queued (on the CPU, packing them into
+one tensor for a single read cost ten times more), and no autograd nodes are built when no
+input requires a gradient.
 
 Engine interface (for :mod:`objectives.expectations`, :class:`~objectives.TreeCRF` and the
 objectives): :func:`prepare` validates, masks and factorises once and returns a
@@ -115,20 +116,20 @@ def _check_shapes(scores: Tensor, lengths: Tensor, name: str) -> None:
         raise ValueError(f"lengths must be an integer tensor, got {lengths.dtype}")
 
 
-def _check_ranges(lengths: Tensor, top: Tensor, n: int, name: str, *more: Tensor) -> list[float]:
+def _check_ranges(lengths: Tensor, top: Tensor, n: int, name: str) -> None:
     """Raise unless ``lengths`` lie in 1..N and ``top`` (the largest score on a possible
     arc, a 0-dim tensor) is neither NaN nor +inf (``amax`` propagates NaN, and is +inf only
-    if some arc is). One host sync for all of it, and for the 0-dim tensors ``more``, whose
-    values it returns."""
+    if some arc is). Reads three numbers: on a GPU the first waits for the queue, the others
+    are small copies; on the CPU each costs about a microsecond (packing them into one
+    tensor first costs tens)."""
     low, high = torch.aminmax(lengths) if lengths.numel() else (lengths.new_ones(()), lengths.new_ones(()))
-    low, high, top, *more = torch.stack([low.to(top.dtype), high.to(top.dtype), top, *(x.to(top.dtype) for x in more)]).tolist()
-    if low < 1 or high > n:
+    top = top.item()
+    if not 1 <= low.item() <= high.item() <= n:
         raise ValueError(f"lengths must lie in 1..{n} (N), got {lengths.tolist()}")
-    if top != top:
+    if math.isnan(top):
         raise ValueError(f"{name} holds NaN on possible arcs")
     if top == float("inf"):
         raise ValueError(f"{name} holds +inf on possible arcs")
-    return more
 
 
 def check_arguments(scores: Tensor, lengths: Tensor, name: str = "scores") -> None:
@@ -363,9 +364,9 @@ def _factorise(
     # a real word's shift is finite unless the sentence has no tree (then it is redone)
     shift = shift.sum((-2, -1))
     factor = Factorisation(weights, inverse, log_det + shift, multiroot, mask, log_weights, shift)
-    # the one host sync of a factorisation: the checks, and whether any sentence is redone
-    any_redo = _check_ranges(lengths, top, n, "scores", redo.any())[0] if validate else redo.any()
-    if any_redo:
+    if validate:
+        _check_ranges(lengths, top, n, "scores")
+    if redo.any():  # (after the checks: their errors name the cause)
         _redo(factor, redo, padding)
     return factor
 
