@@ -34,11 +34,12 @@ def _constants(n: int, device: torch.device) -> tuple[Tensor, Tensor, Tensor]:
 
 
 def masks(lengths: Tensor, n: int) -> tuple[Tensor, Tensor]:
-    """:func:`arc_mask` and :func:`word_mask` together (one comparison for both)."""
-    positions, not_root, static = _constants(n, lengths.device)
+    """:func:`arc_mask` ``(B, N+1, N+1)`` and the padded words ``(B, N)`` (word m + 1 is
+    padding: ``m + 1 > lengths[b]``), from one comparison."""
+    positions, _, static = _constants(n, lengths.device)
     inside = positions <= lengths.unsqueeze(-1)  # (B, N+1): the root and the words
     arcs = torch.logical_and(static, inside.unsqueeze(-1)).logical_and_(inside.unsqueeze(-2))
-    return arcs, inside.logical_and_(not_root)
+    return arcs, inside[:, 1:].logical_not()
 
 
 def word_mask(lengths: Tensor, n: int) -> Tensor:

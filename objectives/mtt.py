@@ -280,11 +280,9 @@ class Factorisation:
         the compute dtype, finite. Not differentiable (for custom backwards).
         """
         inverse, weights, multiroot = self.inverse, self.weights, self.multiroot
-        root = weights[:, 0, 1:] * grad[:, 0, 1:]
-        block = torch.mul(weights[:, 1:, 1:], grad[:, 1:, 1:]).neg_()  # -(w * grad) between words
-        lap = _laplacian_block(block, root, multiroot)
-        vjp = _adjoint((inverse @ lap @ inverse).mT, multiroot).mul_(weights).neg_()
-        vjp.addcmul_(self.marginals(), grad)
+        weighted = weights * grad
+        lap = _laplacian_block(weighted[:, 1:, 1:].neg(), weighted[:, 0, 1:], multiroot)
+        vjp = torch.mul(self.marginals(), grad).addcmul_(_adjoint((inverse @ lap @ inverse).mT, multiroot), weights, value=-1)
         if self.exact is not None:  # double backward through _eliminate
             scores, direction = self.exact_scores, grad[self.exact].unsqueeze(1)
             vjp[self.exact] = exact_derivatives(scores, self.padding, multiroot, direction).squeeze(1)
@@ -321,12 +319,13 @@ class Prepared(NamedTuple):
 def prepare(scores: Tensor, lengths: Tensor, multiroot: bool = False, validate: bool = True) -> Prepared:
     """Validate (shapes, lengths, NaN/+inf on arcs: host syncs) if asked, mask and factorise
     once. Call with autocast off (:func:`no_autocast`)."""
-    lengths = torch.as_tensor(lengths, device=scores.device)
+    if not torch.is_tensor(lengths) or lengths.device != scores.device:
+        lengths = torch.as_tensor(lengths, device=scores.device)
     if validate:
         _check_shapes(scores, lengths, "scores")
     if scores.dtype not in (torch.float32, torch.float64):
         scores = scores.float()
-    mask, words = masks(lengths, scores.shape[1] - 1)
+    mask, padding = masks(lengths, scores.shape[1] - 1)
     nonarc = ~mask
     if scores.dim() == 4:
         # padding may hold NaN: keep it out of autograd (and out of the label softmax)
@@ -335,7 +334,7 @@ def prepare(scores: Tensor, lengths: Tensor, multiroot: bool = False, validate: 
         filled = arcs = scores
     # detached: no graph is recorded, so no no_grad() context is needed
     masked = arcs.detach().to(_compute_dtype(arcs.device)).masked_fill(nonarc, float("-inf"))
-    return Prepared(filled, arcs, _factorise(masked, mask, ~words[:, 1:], lengths, multiroot, validate))
+    return Prepared(filled, arcs, _factorise(masked, mask, padding, lengths, multiroot, validate))
 
 
 def _factorise(
