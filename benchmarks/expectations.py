@@ -675,6 +675,20 @@ def load_engine(revision: str):
     return importlib.import_module(load_objectives(revision).__name__ + ".expectations")
 
 
+def operations_per_call(function) -> int:
+    """Tensor operations one call of ``function`` dispatches (``aten::`` ops not inside
+    another one, by the profiler): the per-call overhead at small sizes, counted, so it
+    can be compared on a loaded machine where timings of a few hundred microseconds
+    cannot."""
+    from torch.profiler import ProfilerActivity, profile
+
+    function()  # caches and lazy imports out of the count
+    with profile(activities=[ProfilerActivity.CPU]) as profiled:
+        function()
+    return sum(1 for e in profiled.events() if e.name.startswith("aten::")
+               and (e.cpu_parent is None or not e.cpu_parent.name.startswith("aten::")))
+
+
 def part_engine(args) -> str:
     from objectives import expectations as current
 
@@ -711,9 +725,10 @@ def part_engine(args) -> str:
         ms = {k: median(v) / inner for k, v in interleaved(contenders, 5 * args.repeats).items()}
         for what in ("entropy", "entropy + grad", "GE grad (a)", "GE grad (b)"):
             old, new = ms[f"{what} before"], ms[f"{what} after"]
-            rows.append([f"B={batch}, N={n}", what, fmt_ms(old), fmt_ms(new), f"**{old / new:.2f}x**"])
+            ops = [operations_per_call(lambda tag=tag: contenders[f"{what} {tag}"]()) // inner for tag in ("before", "after")]
+            rows.append([f"B={batch}, N={n}", what, fmt_ms(old), fmt_ms(new), f"**{old / new:.2f}x**", f"{ops[0]} / {ops[1]}"])
     return f"Engine at `{args.against}` (before) against the working tree (after), ms per call:\n\n" + markdown_table(
-        ["batch", "quantity", "before (ms)", "after (ms)", "speed-up"], rows
+        ["batch", "quantity", "before (ms)", "after (ms)", "speed-up", "tensor ops per call (before / after)"], rows
     )
 
 
