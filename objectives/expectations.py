@@ -152,7 +152,7 @@ class _Entropy(torch.autograd.Function):
     def backward(ctx, grad: Tensor):
         with no_autocast(grad.device):
             vjp = ctx.factor.marginal_vjp(ctx.factor.finite_log_weights())
-            out = vjp.mul_(grad.to(vjp.dtype).view(-1, 1, 1)).neg_()
+            out = vjp.mul_(grad.to(vjp.dtype).view(-1, 1, 1).neg())  # the sign on (B,), not on the VJP
         return out.to(grad.dtype), None
 
 
