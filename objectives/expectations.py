@@ -135,7 +135,7 @@ def _entropy(factor: Factorisation) -> Tensor:
     the Hessian of log Z maps per-word shifts to 0, so ``s`` also gives the gradient.
     """
     expected = (factor.marginals() * factor.finite_log_weights()).sum((-2, -1))  # sum_e mu_e s_e
-    return (factor.log_partition - factor.shift - expected).clamp_min_(0.0)  # < 0 only by rounding
+    return (factor.log_det - expected).clamp_min_(0.0)  # < 0 only by rounding
 
 
 class _Entropy(torch.autograd.Function):

@@ -225,13 +225,14 @@ class Factorisation:
     Attributes:
         weights: ``(B, N+1, N+1)`` shifted arc weights ``exp(scores - column max)``, 0 off arcs.
         inverse: ``(B, N, N)`` the Laplacian's inverse ``X``.
-        log_partition: ``(B,)``.
+        log_det: ``(B,)`` ``log det L(weights)``, the log-partition of the shifted weights
+            (:attr:`log_partition` adds the shift back).
         multiroot: the tree set.
         mask: ``(B, N+1, N+1)`` bool arc mask.
         log_weights: ``(B, N+1, N+1)`` ``log(weights)`` in the compute dtype (the scores minus
             each word's largest incoming score), ``-inf`` off arcs; :meth:`finite_log_weights`
             turns the ``-inf`` into 0 in place, on first use.
-        shift: ``(B,)`` the sum of those largest scores, ``log_partition - log det L(weights)``.
+        shift: ``(B,)`` the sum of those largest scores, ``log_partition - log_det``.
         dead: ``(B,)`` bool, sentences without a tree, or None if there are none.
         exact: ``(F,)`` long, sentences with a tree whose LU cancels, or None; their ``log Z``
             comes from :func:`_eliminate` and their marginals and VJPs from autograd through it.
@@ -244,7 +245,7 @@ class Factorisation:
 
     weights: Tensor
     inverse: Tensor
-    log_partition: Tensor
+    log_det: Tensor
     multiroot: bool
     mask: Tensor
     log_weights: Tensor
@@ -255,6 +256,11 @@ class Factorisation:
     exact_scores: Tensor | None = None
     _marginals: Tensor | None = None
     _finite: bool = False
+
+    @property
+    def log_partition(self) -> Tensor:
+        """``(B,)`` ``log Z`` of the scores (a new tensor at each read)."""
+        return self.log_det + self.shift
 
     def finite_log_weights(self) -> Tensor:
         """``log_weights`` with 0 off the arcs and on forbidden arcs (in place, once)."""
@@ -292,7 +298,7 @@ class Factorisation:
         """``(B,)`` bool: ``dead`` or ``exact`` sentences (weights and inverse 0), or None if none."""
         if self.exact is None:
             return self.dead
-        unfactored = torch.zeros_like(self.log_partition, dtype=torch.bool).index_fill_(0, self.exact, True)
+        unfactored = torch.zeros_like(self.log_det, dtype=torch.bool).index_fill_(0, self.exact, True)
         return unfactored if self.dead is None else unfactored.logical_or_(self.dead)
 
 
@@ -362,7 +368,7 @@ def _factorise(
     inverse = torch.linalg.lu_solve(lu, pivots, _eye(n, masked.dtype, masked.device).expand_as(lap))
     # a real word's shift is finite unless the sentence has no tree (then it is redone)
     shift = shift.sum((-2, -1))
-    factor = Factorisation(weights, inverse, log_det + shift, multiroot, mask, log_weights, shift)
+    factor = Factorisation(weights, inverse, log_det, multiroot, mask, log_weights, shift)
     if validate:
         _check_ranges(lengths, top, n, "scores")
     if redo.any():  # (after the checks: their errors name the cause)
@@ -375,7 +381,7 @@ def _redo(factor: Factorisation, redo: Tensor, padding: Tensor) -> None:
     :func:`_eliminate`; warn about those without a tree. Updates ``factor`` in place."""
     index = redo.nonzero().flatten()
     log_z = _eliminate(factor.log_weights[index], padding[index], factor.multiroot)
-    factor.log_partition[index] = log_z + factor.shift[index]
+    factor.log_det[index] = log_z
     tree = log_z > float("-inf")
     if not bool(tree.all()):
         dead = index[~tree]
@@ -489,7 +495,7 @@ class _LogPartition(torch.autograd.Function):
     def forward(ctx, scores: Tensor, factor: Factorisation) -> Tensor:
         ctx.factor = factor
         ctx.save_for_backward(scores)
-        return factor.log_partition.to(scores.dtype, copy=True)  # not the factor's own tensor: no ref cycle
+        return factor.log_partition.to(scores.dtype)  # a new tensor, not one the factor holds: no ref cycle
 
     @staticmethod
     def backward(ctx, grad: Tensor):
