@@ -41,7 +41,7 @@ class ScoringParts(nn.Module):
         self.encoder, self.scorer, self.label_vocab = encoder, scorer, label_vocab
 
     @classmethod
-    def of(cls, parser: "Parser") -> "ScoringParts":
+    def of(cls, parser: Parser) -> ScoringParts:
         return cls(parser.encoder, parser.scorer, parser.label_vocab)
 
     def parts(self) -> list[Tensor]:
@@ -217,13 +217,13 @@ class Parser(LightningModule):
         for objective in (self.supervised, self.unsupervised):
             if objective is not None:
                 objective.setup(context)
-        if self.unsupervised is not None and self.unsupervised.needs_upos and self.tagger is None and datamodule is not None:
-            if datamodule.has_unlabeled and not datamodule.unlabeled_has_upos:
-                raise ValueError(
-                    f"{type(self.unsupervised).__name__} needs UPOS tags on the unlabeled sentences, "
-                    "but they have none (plain text?): give tagged CoNLL-U via --data.unlabeled, or train a "
-                    "tagger with --model.tagger_weight 1.0 to tag them"
-                )
+        needs_upos = self.unsupervised is not None and self.unsupervised.needs_upos and self.tagger is None
+        if needs_upos and datamodule is not None and datamodule.has_unlabeled and not datamodule.unlabeled_has_upos:
+            raise ValueError(
+                f"{type(self.unsupervised).__name__} needs UPOS tags on the unlabeled sentences, "
+                "but they have none (plain text?): give tagged CoNLL-U via --data.unlabeled, or train a "
+                "tagger with --model.tagger_weight 1.0 to tag them"
+            )
         if stage != "fit":
             return  # the teacher only trains: test, validate and predict do without its file
         ema = self.hparams.teacher_ema
@@ -410,7 +410,7 @@ class Parser(LightningModule):
             self._teacher[0].load_state_dict(checkpoint["ema_teacher"])
 
     @classmethod
-    def load(cls, path: str | Path, map_location: str | torch.device = "cpu") -> "Parser":
+    def load(cls, path: str | Path, map_location: str | torch.device = "cpu") -> Parser:
         """A trained parser, in eval mode, from a ``.ckpt`` file or a :meth:`save`
         directory; the encoder is rebuilt from the files saved with it (no network, no
         encoder package needed)."""
