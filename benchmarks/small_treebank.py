@@ -1,0 +1,158 @@
+"""The small-treebank recipe and its ablations (docs/experiments.md, section 3).
+
+    python -m benchmarks.small_treebank [--treebank UD_Wolof-WTB] [--ablate layer_mix characters word_dropout tagger]
+    python -m benchmarks.small_treebank --train-args "--trainer.max_epochs 8"   # a recipe variant
+
+Each run trains ``train.py fit --config configs/small_treebank.yaml`` with only the
+treebank, the output folder and the run's overrides added (the recipe as shipped; each
+``--ablate NAME`` also runs it without one ingredient, ``ABLATIONS``), counting the CPU
+minutes of the training process. With its ``best.ckpt`` it then chooses the crossing
+margin on dev (the best dev LAS, :func:`parser.crossing_margin.best`), parses dev and test
+three ways (``mst``, ``eisner``, ``margin``) with ``parser.predict`` and scores them with
+``parser.evaluate``: LAS and friends, the share of non-projective predicted trees beside
+gold's, and the head accuracy of words on predicted crossing arcs. One JSON line per run and
+decoder goes to ``--results`` (with the commit and the exact commands); a run whose
+``variant`` is already there is skipped, so a stopped grid resumes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import resource
+import shlex
+import subprocess
+import sys
+import time
+from datetime import date
+from pathlib import Path
+
+import yaml
+
+from benchmarks.low_resource import ROOT, commit, shell_command
+from parser.crossing_margin import best, sweep
+from parser.evaluate import crossings, evaluate
+from parser.model import Parser
+from parser.predict import predict
+from parser.sentences import read_conllu
+
+RECIPE = "configs/small_treebank.yaml"
+# an ingredient of the recipe -> the override that removes it
+ABLATIONS = {
+    "layer_mix": "--model.layer_mix false",
+    "characters": "--model.characters 0",
+    "word_dropout": "--model.word_dropout 0.0",
+    "tagger": "--model.tagger_weight 0.0",
+}
+DECODERS = ("mst", "eisner", "margin")
+
+
+def split_file(data_root: Path, treebank: str, split: str) -> Path:
+    """``<data_root>/<treebank>/*-ud-<split>.conllu``."""
+    return min((data_root / treebank).glob(f"*-ud-{split}.conllu"))
+
+
+def train(args: argparse.Namespace, variant: str) -> dict:
+    """Train one run of the recipe with ``variant`` (overrides); its checkpoint, config and costs."""
+    name = "".join(c if c.isalnum() or c in "._" else "_" for c in variant) or "recipe"
+    out = Path(args.output) / name
+    command = ["train.py", "fit", "--config", args.config, "--data.treebank", args.treebank,
+               "--data.root", str(args.data_root), "--trainer.default_root_dir", str(out), *shlex.split(variant)]
+    recorded = {"commit": commit(), "command": shell_command(command)}  # before the tree can change
+    before, start = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
+    subprocess.run([sys.executable, *command], check=True, cwd=ROOT)
+    after, wall = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter() - start
+    run = max((ROOT / out).glob("*/version_*"), key=lambda p: p.stat().st_mtime)
+    config = yaml.safe_load((run / "config.yaml").read_text(encoding="utf-8"))
+    with (run / "metrics.csv").open(encoding="utf-8") as file:
+        steps = max((int(row["step"]) for row in csv.DictReader(file) if row.get("step")), default=-1) + 1
+    cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    return {"best": run / "checkpoints" / "best.ckpt", "config": config, "steps": steps,
+            "cpu_minutes": round(cpu / 60, 1), "wall_minutes": round(wall / 60, 1),
+            "peak_rss_gb": round(after.ru_maxrss / 1e6, 2), **recorded}
+
+
+def decoder_options(decoder: str, margin: float) -> dict:
+    """``parser.predict`` keyword arguments of a decoder."""
+    return {"mst": {"projective": False}, "eisner": {"projective": True},
+            "margin": {"crossing_margin": margin}}[decoder]
+
+
+def decoder_flags(decoder: str, margin: float) -> str:
+    """The same as ``parser.predict`` command-line flags."""
+    return {"mst": "--no-projective", "eisner": "--projective", "margin": f"--crossing-margin {margin:.4f}"}[decoder]
+
+
+def score_run(args: argparse.Namespace, ablation: str, variant: str, trained: dict) -> list[dict]:
+    """The run's rows, one per decoder: dev and test scores and crossing diagnostics."""
+    data_root, best_ckpt = Path(args.data_root), trained["best"]
+    gold = {split: split_file(data_root, args.treebank, split) for split in ("dev", "test")}
+    margin = best(sweep(Parser.load(best_ckpt), read_conllu(gold["dev"]))).margin
+    tagged = (trained["config"]["model"].get("tagger_weight") or 0) > 0
+    rows = []
+    for decoder in DECODERS:
+        row = {"treebank": args.treebank, "recipe": args.config, "ablation": ablation, "variant": variant,
+               "encoder": trained["config"]["model"]["encoder"], "steps": trained["steps"],
+               "cpu_minutes": trained["cpu_minutes"], "wall_minutes": trained["wall_minutes"],
+               "peak_rss_gb": trained["peak_rss_gb"], "date": date.today().isoformat(),
+               "commit": trained["commit"], "command": trained["command"], "decoder": decoder,
+               "crossing_margin": round(margin, 4) if decoder == "margin" else None,
+               "predict": f"python -m parser.predict BEST.ckpt SPLIT.conllu OUT.conllu "
+                          f"{'--overwrite-upos ' if tagged else ''}{decoder_flags(decoder, margin)}"}
+        shares = {}
+        for split, path in gold.items():
+            predicted = best_ckpt.parent.parent / f"{split}.{decoder}.conllu"
+            predict(str(best_ckpt), str(path), str(predicted), overwrite_upos=tagged, **decoder_options(decoder, margin))
+            scores = evaluate(path, predicted)
+            if not tagged:
+                del scores["upos"]  # the gold file's own tags, copied through
+            found = crossings(path, predicted)
+            row.update({f"{split}_{k}": round(v, 2) for k, v in scores.items()})
+            row[f"{split}_nonprojective_trees"] = round(100 * found.predicted_trees / found.sentences, 1)
+            row[f"{split}_crossing_head_accuracy"] = (
+                round(100 * found.predicted_arcs_correct / found.predicted_arcs, 1) if found.predicted_arcs else None)
+            shares[split] = round(100 * found.gold_trees / found.sentences, 1)
+        row["gold_nonprojective_trees"] = shares
+        rows.append(row)
+    return rows
+
+
+def recorded_variants(results: Path, treebank: str) -> set[str]:
+    """The variants of ``treebank`` that ``results`` holds rows of."""
+    if not results.exists():
+        return set()
+    rows = [json.loads(line) for line in results.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return {row.get("variant", "") for row in rows if row["treebank"] == treebank}
+
+
+def main(argv: list[str] | None = None) -> None:
+    cli = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    cli.add_argument("--treebank", default="UD_Wolof-WTB")
+    cli.add_argument("--data-root", default=os.environ.get("UD_DIR", "data/ud"), help="the folder of UD_<Treebank>/ directories")
+    cli.add_argument("--config", default=RECIPE, help="the recipe (a train.py config)")
+    cli.add_argument("--ablate", nargs="*", default=[], choices=sorted(ABLATIONS),
+                     help="also run the recipe without each of these ingredients")
+    cli.add_argument("--no-recipe", action="store_true", help="run only the ablations, not the recipe itself")
+    cli.add_argument("--train-args", default="", help="train.py overrides added to every run (recorded in its variant)")
+    cli.add_argument("--output", default="runs/small_treebank")
+    cli.add_argument("--results", default="runs/small_treebank/results.jsonl")
+    args = cli.parse_args(argv)
+    results = Path(args.results)
+    results.parent.mkdir(parents=True, exist_ok=True)
+    runs = ([] if args.no_recipe else [("", "")]) + [(name, ABLATIONS[name]) for name in args.ablate]
+    done = recorded_variants(results, args.treebank)
+    for ablation, override in runs:
+        variant = " ".join(part for part in (override, args.train_args) if part)
+        if variant in done:
+            print(f"skipping {variant or 'the recipe'}: already in {results}", flush=True)
+            continue
+        for row in score_run(args, ablation, variant, train(args, variant)):
+            with results.open("a", encoding="utf-8") as file:
+                file.write(json.dumps(row) + "\n")
+            print(json.dumps(row), flush=True)
+
+
+if __name__ == "__main__":
+    main()

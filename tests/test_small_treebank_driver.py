@@ -1,0 +1,45 @@
+"""benchmarks.small_treebank: one real (tiny) run of the recipe, its rows and its resume."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from benchmarks import small_treebank
+
+
+def _treebank(ud_dir: Path, root: Path) -> Path:
+    """A UD folder ``root/UD_Tiny-Test`` whose train, dev and test are 30 EWT dev sentences."""
+    blocks = (ud_dir / "UD_English-EWT/en_ewt-ud-dev.conllu").read_text(encoding="utf-8").split("\n\n")
+    folder = root / "UD_Tiny-Test"
+    folder.mkdir(parents=True)
+    for split in ("train", "dev", "test"):
+        (folder / f"tt_test-ud-{split}.conllu").write_text("\n\n".join(blocks[:30]) + "\n\n", encoding="utf-8")
+    return root
+
+
+def test_the_driver_trains_the_recipe_and_scores_three_decoders(tiny_bert_dir, ud_dir, tmp_path, monkeypatch):
+    """The recipe with the tiny encoder for 2 steps: one row per decoder with dev and test
+    scores, non-projective shares beside gold's, the chosen margin and the exact command;
+    a second call skips the recorded variant."""
+    data_root, results = _treebank(ud_dir, tmp_path / "ud"), tmp_path / "results.jsonl"
+    variant = (f"--model.encoder {tiny_bert_dir} --model.characters 8 --model.arc_size 32 --model.label_size 16 "
+               "--trainer.max_steps 2 --trainer.max_time null --trainer.enable_progress_bar false")
+    argv = ["--treebank", "UD_Tiny-Test", "--data-root", str(data_root), "--train-args", variant,
+            "--output", str(tmp_path / "runs"), "--results", str(results)]
+    small_treebank.main(argv)
+    rows = [json.loads(line) for line in results.read_text().splitlines()]
+    assert [row["decoder"] for row in rows] == list(small_treebank.DECODERS)
+    for row in rows:
+        assert row["variant"] == variant and row["ablation"] == "" and row["steps"] == 2
+        assert "configs/small_treebank.yaml" in row["command"] and "--model.characters 8" in row["command"]
+        assert 0 <= row["test_las"] <= row["test_uas"] <= 100 and "test_upos" in row  # the recipe has a tagger
+        assert row["gold_nonprojective_trees"].keys() == {"dev", "test"} and row["cpu_minutes"] > 0
+    assert rows[1]["dev_nonprojective_trees"] == rows[1]["test_nonprojective_trees"] == 0.0  # Eisner
+    assert rows[2]["crossing_margin"] is not None and rows[0]["crossing_margin"] is None
+
+    monkeypatch.setattr(small_treebank, "train", lambda *a: pytest.fail("a recorded variant was trained again"))
+    small_treebank.main(argv)
+    assert len(results.read_text().splitlines()) == 3
