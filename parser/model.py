@@ -30,7 +30,7 @@ from .decode import mst, mst_labels, mst_with_margin
 from .encoder import Subwords, WordEncoder
 from .metrics import AttachmentScore, universal_index
 from .sentences import Sentence
-from .vocab import Vocab, build_upos_vocab
+from .vocab import Vocab, build_upos_vocab, reindex_labels
 
 
 class ScoringParts(nn.Module):
@@ -278,10 +278,11 @@ class Parser(LightningModule):
 
     @torch.no_grad()
     def teacher_scores(self, batch: Batch) -> Scores:
+        """The teacher's scores, its labels in this parser's label vocabulary (by name: a
+        teacher from another treebank gives no mass to labels it never saw)."""
         teacher = self._teacher[0].to(self.device).eval()
         scores = teacher(batch.words)
-        same_labels = teacher.label_vocab.itos == self.label_vocab.itos
-        return Scores(scores.arcs, scores.labels if same_labels else None)
+        return Scores(scores.arcs, reindex_labels(scores.labels, teacher.label_vocab.itos, self.label_vocab.itos))
 
     def decode(self, scores: Scores, lengths: Tensor) -> tuple[Tensor, Tensor]:
         """Best single-root (or multi-root) tree and the best label of each of its arcs."""

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+import torch
+from torch import Tensor
+
 from objectives.conventions import IGNORE_INDEX, UPOS_TAGS
 
 from .sentences import Sentence
@@ -74,3 +77,20 @@ def universal_deprel(deprel: str) -> str:
     """The universal part of a DEPREL, before any ``:subtype`` (``nmod:poss`` -> ``nmod``),
     which LAS and CLAS compare (CoNLL 2018 definitions)."""
     return deprel.split(":")[0]
+
+
+def reindex_labels(scores: Tensor, source: Sequence[str], target: Sequence[str]) -> Tensor | None:
+    """Label scores ``(..., len(source))`` in the order of another label vocabulary:
+    ``(..., len(target))``, matched by name; a label ``source`` lacks gets ``-inf`` (no
+    mass), one only ``source`` has is left out. ``scores`` itself when the vocabularies are
+    equal, None when they share no label."""
+    if list(source) == list(target):
+        return scores
+    position = {name: i for i, name in enumerate(source)}
+    shared = [(j, position[name]) for j, name in enumerate(target) if name in position]
+    if not shared:
+        return None
+    into, taken = (torch.tensor(columns, device=scores.device) for columns in zip(*shared))
+    out = scores.new_full((*scores.shape[:-1], len(target)), float("-inf"))
+    out[..., into] = scores[..., taken]
+    return out

@@ -19,7 +19,7 @@ from parser.batch import Batch, collate
 from parser.datamodule import DependencyDataModule, expand_files
 from parser.sentences import ConlluError, has_upos, read_conllu, read_sentences, read_text, write_conllu
 from parser.stream import Source
-from parser.vocab import Vocab, build_label_vocab, build_upos_vocab
+from parser.vocab import Vocab, build_label_vocab, build_upos_vocab, reindex_labels
 
 FIXTURES = Path(__file__).parent / "fixtures"
 MWT = FIXTURES / "mwt_empty.conllu"
@@ -392,3 +392,13 @@ def test_resuming_a_fit_continues_with_the_next_batches(ud_dir, tmp_path, num_wo
     head, _ = fit(saved_at, callbacks=[saving])
     tail, _ = fit(10, ckpt_path=tmp_path / "at.ckpt")
     assert head + tail == expected
+
+
+def test_label_scores_are_reindexed_by_name():
+    """Scores over one label vocabulary in another's order: missing labels get -inf,
+    labels only the source has are left out; the same vocabulary is a no-op."""
+    scores = torch.tensor([[1.0, 2.0, 3.0]])
+    moved = reindex_labels(scores, ["nsubj", "obj", "list"], ["obj", "amod", "nsubj"])
+    assert moved.tolist() == [[2.0, float("-inf"), 1.0]]
+    assert reindex_labels(scores, ["a", "b", "c"], ["a", "b", "c"]) is scores
+    assert reindex_labels(scores, ["a", "b", "c"], ["x"]) is None

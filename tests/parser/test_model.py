@@ -271,6 +271,29 @@ def test_tagger_loss_decreases(tiny_bert_dir, small_treebank):
     assert losses[-1] < 0.5 * losses[0]
 
 
+def test_a_teacher_from_another_treebank_distils_its_labels_by_name(tiny_bert_dir, small_treebank):
+    """The teacher's label scores come in the student's label order, matched by name (a
+    label the teacher never saw gets no mass), so the labeled KL runs across treebanks."""
+    sentences = read_conllu(small_treebank)[:4]
+    labels = sorted({d for s in sentences for d in s.deprels})
+    teacher_labels = [*reversed(labels[1:]), "goeswith"]  # another order, one label missing, one extra
+    student = Parser(encoder=str(tiny_bert_dir), arc_size=32, label_size=16, labels=labels)
+    teacher = Parser(encoder=str(tiny_bert_dir), arc_size=32, label_size=16, labels=teacher_labels).eval()
+    student._teacher = [teacher]
+    batch = collate(sentences, student.upos_vocab, student.label_vocab)
+    given = student.teacher_scores(batch)
+    with torch.no_grad():
+        own = teacher(batch.words).labels
+    assert given.labels.shape[-1] == len(labels)
+    assert torch.isneginf(given.labels[..., 0]).all()  # labels[0]: unknown to the teacher
+    for j, name in enumerate(labels[1:], 1):
+        torch.testing.assert_close(given.labels[..., j], own[..., teacher_labels.index(name)])
+    loss = Distillation(labeled=True)(student(batch.words), batch, given)
+    loss.backward()
+    assert math.isfinite(float(loss))
+    assert all(torch.isfinite(p.grad).all() for p in student.scorer.parameters() if p.grad is not None)
+
+
 def test_ema_teacher_follows_the_student(tiny_bert_dir, small_treebank, tmp_path):
     """Self-distillation from a moving average of the parser's own weights: the teacher
     starts as the parser and after each step moves (1 - decay) of the way to it."""
