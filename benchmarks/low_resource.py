@@ -29,6 +29,7 @@ from pathlib import Path
 import torch
 import yaml
 
+from parser.datamodule import DependencyDataModule
 from parser.drawing import new_figure, save
 from parser.evaluate import evaluate
 
@@ -118,7 +119,7 @@ def other_treebank_teacher(args: argparse.Namespace, record) -> Path:
     start = time.perf_counter()
     subprocess.run([sys.executable, *command], check=True, cwd=ROOT)
     seconds = time.perf_counter() - start
-    test = min((Path(args.data_root) / args.treebank).glob("*-ud-test.conllu"))
+    test = DependencyDataModule(treebank=args.treebank, root=args.data_root).path("test")
     predicted = out / "test.pred.conllu"
     subprocess.run([sys.executable, "-m", "parser.predict", str(best), str(test), str(predicted)], check=True, cwd=ROOT)
     scores = {k: round(v, 2) for k, v in evaluate(test, predicted).items() if k != "upos"}
@@ -166,7 +167,7 @@ def run_cell(objective: str, size: int | str, seed: int, args: argparse.Namespac
     run = runs[-1]
     best = run / "checkpoints" / "best.ckpt"
     config = yaml.safe_load((run / "config.yaml").read_text(encoding="utf-8"))
-    test = min((Path(args.data_root) / args.treebank).glob("*-ud-test.conllu"))
+    test = DependencyDataModule(treebank=args.treebank, root=args.data_root).path("test")
     predicted = out / "test.pred.conllu"
     tagged = (config["model"].get("tagger_weight") or 0) > 0  # then UPOS is predicted too, and scored
     subprocess.run([sys.executable, "-m", "parser.predict", str(best), str(test), str(predicted),

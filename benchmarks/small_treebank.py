@@ -21,7 +21,6 @@ import argparse
 import csv
 import json
 import os
-import resource
 import shlex
 import subprocess
 import sys
@@ -33,6 +32,7 @@ import yaml
 
 from benchmarks.low_resource import ROOT, commit, shell_command
 from parser.crossing_margin import best, sweep
+from parser.datamodule import DependencyDataModule
 from parser.evaluate import crossings, evaluate
 from parser.model import Parser
 from parser.predict import predict
@@ -49,11 +49,6 @@ ABLATIONS = {
 DECODERS = ("mst", "eisner", "margin")
 
 
-def split_file(data_root: Path, treebank: str, split: str) -> Path:
-    """``<data_root>/<treebank>/*-ud-<split>.conllu``."""
-    return min((data_root / treebank).glob(f"*-ud-{split}.conllu"))
-
-
 def train(args: argparse.Namespace, variant: str) -> dict:
     """Train one run of the recipe with ``variant`` (overrides); its checkpoint, config and costs."""
     name = "".join(c if c.isalnum() or c in "._" else "_" for c in variant) or "recipe"
@@ -61,17 +56,20 @@ def train(args: argparse.Namespace, variant: str) -> dict:
     command = ["train.py", "fit", "--config", args.config, "--data.treebank", args.treebank,
                "--data.root", str(args.data_root), "--trainer.default_root_dir", str(out), *shlex.split(variant)]
     recorded = {"commit": commit(), "command": shell_command(command)}  # before the tree can change
-    before, start = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
-    subprocess.run([sys.executable, *command], check=True, cwd=ROOT)
-    after, wall = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter() - start
+    start = time.perf_counter()
+    process = subprocess.Popen([sys.executable, *command], cwd=ROOT)
+    _, status, usage = os.wait4(process.pid, 0)  # this process's own CPU time and peak memory
+    wall = time.perf_counter() - start
+    process.returncode = os.waitstatus_to_exitcode(status)
+    if process.returncode:
+        raise subprocess.CalledProcessError(process.returncode, command)
     run = max((ROOT / out).glob("*/version_*"), key=lambda p: p.stat().st_mtime)
     config = yaml.safe_load((run / "config.yaml").read_text(encoding="utf-8"))
     with (run / "metrics.csv").open(encoding="utf-8") as file:
         steps = max((int(row["step"]) for row in csv.DictReader(file) if row.get("step")), default=-1) + 1
-    cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
     return {"best": run / "checkpoints" / "best.ckpt", "config": config, "steps": steps,
-            "cpu_minutes": round(cpu / 60, 1), "wall_minutes": round(wall / 60, 1),
-            "peak_rss_gb": round(after.ru_maxrss / 1e6, 2), **recorded}
+            "cpu_minutes": round((usage.ru_utime + usage.ru_stime) / 60, 1), "wall_minutes": round(wall / 60, 1),
+            "peak_rss_gb": round(usage.ru_maxrss / 1e6, 2), **recorded}
 
 
 def decoder_options(decoder: str, margin: float) -> dict:
@@ -87,8 +85,8 @@ def decoder_flags(decoder: str, margin: float) -> str:
 
 def score_run(args: argparse.Namespace, ablation: str, variant: str, trained: dict) -> list[dict]:
     """The run's rows, one per decoder: dev and test scores and crossing diagnostics."""
-    data_root, best_ckpt = Path(args.data_root), trained["best"]
-    gold = {split: split_file(data_root, args.treebank, split) for split in ("dev", "test")}
+    best_ckpt, files = trained["best"], DependencyDataModule(treebank=args.treebank, root=args.data_root)
+    gold = {split: files.path(split) for split in ("dev", "test")}
     margin = best(sweep(Parser.load(best_ckpt), read_conllu(gold["dev"]))).margin
     tagged = (trained["config"]["model"].get("tagger_weight") or 0) > 0
     rows = []

@@ -100,6 +100,13 @@ def crossing_gaps(scores: Tensor, lengths: Tensor, multiroot: bool = False) -> t
     return spanning, projective, gap.clamp_min_(0.0).to(spanning.device)
 
 
+def check_decoder(projective: bool | None, crossing_margin: float | None) -> None:
+    """Raise unless at most one of the two decoder choices is given."""
+    if projective and crossing_margin is not None:
+        raise ValueError("give projective (always Eisner) or a crossing margin (Eisner unless a crossing tree "
+                         "wins by the margin), not both")
+
+
 def mst_with_margin(scores: Tensor, lengths: Tensor, margin: float, multiroot: bool = False) -> Tensor:
     """``(B, N+1)`` heads: a sentence's best spanning tree where it outscores its best
     projective tree by more than ``margin`` (log-weight units), else that projective tree.

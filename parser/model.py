@@ -26,7 +26,7 @@ from objectives.schedule import linear_warmup_decay
 from . import checkpoint as checkpoint_files
 from .batch import Batch, collate
 from .biaffine import BiaffineScorer
-from .decode import mst, mst_labels, mst_with_margin
+from .decode import check_decoder, mst, mst_labels, mst_with_margin
 from .encoder import Subwords, WordEncoder
 from .metrics import AttachmentScore, universal_index
 from .sentences import Sentence
@@ -158,8 +158,7 @@ class Parser(LightningModule):
         encoder_source: str | Path | None = None,
     ):
         super().__init__()
-        if projective and crossing_margin is not None:
-            raise ValueError("give projective (always Eisner) or crossing_margin (Eisner unless a crossing tree wins by the margin), not both")
+        check_decoder(projective, crossing_margin)
         if unsupervised_schedule not in ("constant", "linear_decay"):
             raise ValueError(f"unsupervised_schedule must be 'constant' or 'linear_decay', got {unsupervised_schedule!r}")
         self.save_hyperparameters(ignore=["supervised", "unsupervised", "encoder_source"])

@@ -19,6 +19,7 @@ from lightning.pytorch.callbacks import BasePredictionWriter
 
 from .checkpoint import check_checkpoint_path
 from .cli import run_reporting_errors
+from .decode import check_decoder
 from .model import Parser
 from .sentences import read_sentences, write_conllu
 
@@ -63,8 +64,7 @@ def predict(checkpoint: str, source: str, target: str, batch_size: int = 32, dev
     (Eisner) or spanning tree; ``crossing_margin``: a spanning tree only where it beats the
     best projective one by that margin (both override the checkpoint's setting). The checkpoint's kind, the whole input and the output's folder are checked before the
     model loads, so bad input fails in a moment, not after loading."""
-    if projective and crossing_margin is not None:
-        raise ValueError("give --projective (always Eisner) or --crossing-margin (Eisner unless a crossing tree wins by the margin), not both")
+    check_decoder(projective, crossing_margin)
     check_checkpoint_path(checkpoint)
     sentences = read_sentences(source)
     if not Path(target).resolve().parent.is_dir():

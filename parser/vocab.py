@@ -8,9 +8,9 @@ as a LAS error.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Sequence
 
-import torch
 from torch import Tensor
 
 from objectives.conventions import IGNORE_INDEX, UPOS_TAGS
@@ -86,11 +86,17 @@ def reindex_labels(scores: Tensor, source: Sequence[str], target: Sequence[str])
     equal, None when they share no label."""
     if list(source) == list(target):
         return scores
-    position = {name: i for i, name in enumerate(source)}
-    shared = [(j, position[name]) for j, name in enumerate(target) if name in position]
-    if not shared:
+    into, taken = _shared_labels(tuple(source), tuple(target))
+    if not into:
         return None
-    into, taken = (torch.tensor(columns, device=scores.device) for columns in zip(*shared))
     out = scores.new_full((*scores.shape[:-1], len(target)), float("-inf"))
     out[..., into] = scores[..., taken]
     return out
+
+
+@functools.lru_cache(maxsize=8)
+def _shared_labels(source: tuple[str, ...], target: tuple[str, ...]) -> tuple[list[int], list[int]]:
+    """Positions in ``target`` and in ``source`` of the labels both have (once per pair)."""
+    position = {name: i for i, name in enumerate(source)}
+    shared = [(j, position[name]) for j, name in enumerate(target) if name in position]
+    return [j for j, _ in shared], [i for _, i in shared]
