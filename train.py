@@ -17,7 +17,7 @@ import warnings
 from importlib.util import find_spec
 from pathlib import Path
 
-from lightning.pytorch.callbacks import EarlyStopping, LearningRateMonitor
+from lightning.pytorch.callbacks import EarlyStopping, LearningRateMonitor, ModelCheckpoint
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
 
@@ -87,6 +87,12 @@ class ParserCLI(LightningCLI):
             kwargs["logger"] = self._loggers(config) if self.subcommand in (None, "fit") else False
         if config.get("enable_progress_bar", True) is not False and find_spec("rich") is not None:
             kwargs.setdefault("callbacks", []).append(StepProgressBar())
+        # a default callback the user switched off the means of would make Lightning refuse to start
+        no_logger = kwargs.get("logger", config.get("logger")) is False
+        no_checkpoints = config.get("enable_checkpointing") is False
+        callbacks = [c for c in self.trainer_defaults.get("callbacks", [])
+                     if not ((no_logger and isinstance(c, LearningRateMonitor)) or (no_checkpoints and isinstance(c, ModelCheckpoint)))]
+        self.trainer_defaults = {**self.trainer_defaults, "callbacks": callbacks}
         return super().instantiate_trainer(**kwargs)
 
     def _loggers(self, trainer_config: dict) -> list:

@@ -264,6 +264,21 @@ def test_every_shipped_config_ends_a_short_run_cleanly(name, tiny_bert_dir, ud_d
     _short_run(name, tiny_bert_dir, _slice(ud_dir, tmp_path, 30), tmp_path, extra)
 
 
+def test_a_run_without_logger_or_checkpoints_ends_cleanly(tiny_bert_dir, ud_dir, tmp_path):
+    """``--trainer.logger false --trainer.enable_checkpointing false`` (a quick probe): the
+    default callbacks that need a logger or checkpoints step aside instead of Lightning
+    refusing to start, and the run writes no checkpoint."""
+    data = _slice(ud_dir, tmp_path, 20)
+    cli = train.main([
+        "fit", "--trainer.max_steps", "2", "--model.encoder", str(tiny_bert_dir), "--model.arc_size", "32",
+        "--model.label_size", "16", "--data.train", str(data), "--data.dev", str(data), "--data.batch_tokens", "300",
+        "--trainer.default_root_dir", str(tmp_path / "runs"), "--trainer.enable_progress_bar", "false",
+        "--trainer.enable_model_summary", "false", "--trainer.logger", "false", "--trainer.enable_checkpointing", "false",
+    ])
+    assert cli.trainer.global_step == 2 and cli.trainer.checkpoint_callbacks == [] and cli.trainer.loggers == []
+    assert not list((tmp_path / "runs").rglob("*.ckpt"))
+
+
 def test_objective_is_documented_in_help(capsys):
     with pytest.raises(SystemExit):
         train.main(["fit", "--help"])
