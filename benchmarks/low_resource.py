@@ -45,9 +45,13 @@ DISTILLING = ("kl", "self_distill", "cross_treebank")  # the recipes that take a
 # by configs/likelihood.yaml, once per output folder): domain adaptation with no labeled data
 # of the target beyond the K sentences; the teacher's sentences count as extra labeled.
 ALL = "all"  # --sizes all: every training sentence labeled (a full-data row, the ceiling)
-# Full-data test LAS of configs/likelihood.yaml (docs/experiments.md, section 1): the ceiling
+# Full-data test LAS of a treebank's supervised recipe and where it was measured: the ceiling
 # of the report when the results hold no full-data row (``"labeled": "all"``) of the treebank.
-FULL_DATA_LAS = {"UD_English-EWT": 89.75}
+FULL_DATA_LAS = {
+    "UD_English-EWT": (89.75, "configs/likelihood.yaml on all of train, 7 epochs, docs/experiments.md section 1"),
+    "UD_Wolof-WTB": (69.60, "configs/small_treebank.yaml on all of train, MST, docs/experiments.md section 3"),
+}
+DEFAULT_TREEBANK = "UD_English-EWT"  # the treebank of rows that do not name theirs (the first rows)
 
 
 def train_command(objective: str, size: int | str, seed: int, treebank: str, output: Path | str,
@@ -190,13 +194,28 @@ def _short(overrides: str) -> str:
     return overrides.replace("--model.unsupervised.init_args.", "").replace("--model.", "")
 
 
-def _cells(results: Path) -> dict[tuple[int | str, str, str], list[dict]]:
-    """The runs of ``results`` grouped by (labeled size, objective, variant)."""
+Cells = dict[tuple[int | str, str, str], list[dict]]  # (labeled size, objective, variant) -> its runs
+
+
+def _cells(results: Path) -> dict[str, Cells]:
+    """The runs of ``results`` by treebank (EWT first), then by (labeled size, objective, variant)."""
     runs = [json.loads(line) for line in results.read_text().splitlines() if line.strip()]
-    cells: dict[tuple[int | str, str, str], list[dict]] = {}
+    treebanks: dict[str, Cells] = {}
     for run in runs:
+        cells = treebanks.setdefault(run.get("treebank", DEFAULT_TREEBANK), {})
         cells.setdefault((run["labeled"], run["objective"], run.get("variant", "")), []).append(run)
-    return cells
+    return dict(sorted(treebanks.items(), key=lambda item: (item[0] != DEFAULT_TREEBANK, item[0])))
+
+
+def baseline(cells: Cells, size: int | str) -> tuple[str, list[dict]]:
+    """The supervised-only runs at ``size`` that the other recipes are measured against:
+    those of the supervised variant with the fewest overrides (the shipped config as it is
+    when there is one; on a treebank that needs another encoder, that override alone)."""
+    variants = [variant for k, objective, variant in cells if k == size and objective == "supervised"]
+    if not variants:
+        return "", []
+    variant = min(variants, key=lambda v: (len(shlex.split(v)), v))
+    return variant, cells[(size, "supervised", variant)]
 
 
 def _size(size: int | str) -> float:
@@ -209,26 +228,33 @@ def _order(recipe: tuple[str, str]) -> tuple[int, str]:
     return list(RECIPES).index(recipe[0]), recipe[1]
 
 
-def ceiling(cells: dict[tuple[int | str, str, str], list[dict]]) -> tuple[float | None, str]:
-    """The full-data test LAS the report measures gaps to, and where it comes from: the
-    mean of the full-data supervised rows (``"labeled": "all"``) if there are any, else
-    ``FULL_DATA_LAS`` of the rows' treebank (the longer recipe of configs/likelihood.yaml)."""
+def ceiling(cells: Cells, treebank: str) -> tuple[float | None, str]:
+    """The full-data test LAS the report measures gaps to on ``treebank``, and where it comes
+    from: the mean of its full-data supervised rows (``"labeled": "all"``) if there are any,
+    else ``FULL_DATA_LAS``."""
     full = cells.get((ALL, "supervised", ""), [])
     if full:
         return statistics.mean(run["las"] for run in full), f"the full-data supervised rows of the results ({len(full)} seeds)"
-    treebanks = {run.get("treebank", "UD_English-EWT") for group in cells.values() for run in group}
-    if len(treebanks) == 1 and (treebank := treebanks.pop()) in FULL_DATA_LAS:
-        return FULL_DATA_LAS[treebank], (f"configs/likelihood.yaml on all of {treebank} train, 7 epochs, "
-                                         "docs/experiments.md section 1; the results hold no full-data row")
-    return None, "no full-data row in the results and no known full-data LAS for the treebank"
+    if treebank in FULL_DATA_LAS:
+        las, source = FULL_DATA_LAS[treebank]
+        return las, f"{source}; the results hold no full-data row of the shipped config"
+    return None, f"no full-data row of {treebank} in the results and no known full-data LAS for it"
 
 
 def report(results: Path) -> str:
-    """Markdown table: test UAS/LAS mean +- sd over seeds, each recipe's share of the gap
-    between supervised-only and the full-data ceiling at its labeled size, labeled sentences
+    """Markdown, one table per treebank (headed by its name when there are several): test
+    UAS/LAS mean +- sd over seeds, each recipe's share of the gap between supervised-only
+    (:func:`baseline`) and the full-data ceiling at its labeled size, labeled sentences
     beyond K (the kl teacher's), wall-clock per run; then the ceiling and its source."""
-    cells = _cells(results)
-    top, source = ceiling(cells)
+    treebanks = _cells(results)
+    tables = [(f"**{treebank}**\n\n" if len(treebanks) > 1 else "") + _table(cells, treebank)
+              for treebank, cells in treebanks.items()]
+    return "\n\n".join(tables)
+
+
+def _table(cells: Cells, treebank: str) -> str:
+    """The report's table of one treebank's cells."""
+    top, source = ceiling(cells, treebank)
     lines = ["| labeled | objective | overrides | seeds | test UAS | test LAS | share of gap | extra labeled | minutes per run |",
              "|---:|---|---|---:|---:|---:|---:|---:|---:|"]
     for (size, objective, variant), group in sorted(cells.items(), key=lambda c: (_size(c[0][0]), *_order(c[0][1:]))):
@@ -236,7 +262,7 @@ def report(results: Path) -> str:
             values = [g[key] for g in group]
             spread = f" ± {statistics.stdev(values):.2f}" if len(values) > 1 else ""
             return f"{statistics.mean(values):.2f}{spread}"
-        base = cells.get((size, "supervised", ""))
+        _, base = baseline(cells, size)
         share = "-"
         if top is not None and base and size != ALL:
             low = statistics.mean(run["las"] for run in base)
@@ -288,17 +314,20 @@ def _recipe(objective: str, variant: str) -> str:
 
 
 def figure(results: Path, output: Path) -> Path:
-    """Draw test LAS by recipe (rows) and labeled size (panels, as wide as their range):
-    each seed a circle, the mean a diamond with its value and +- sd, the supervised-only
-    mean a dashed line."""
-    cells = _cells(results)
-    sizes = sorted({size for size, _, _ in cells}, key=_size)
-    recipes = sorted({(objective, variant) for _, objective, variant in cells}, key=_order)
-    las = [[run["las"] for (k, _, _), group in cells.items() if k == size for run in group] for size in sizes]
+    """Draw test LAS by recipe (rows) and by treebank and labeled size (panels, as wide as
+    their range): each seed a circle, the mean a diamond with its value and +- sd, the
+    supervised-only mean (:func:`baseline`) a dashed line."""
+    treebanks = _cells(results)
+    panels = [(treebank, size) for treebank, cells in treebanks.items()
+              for size in sorted({k for k, _, _ in cells}, key=_size)]
+    recipes = sorted({(objective, variant) for cells in treebanks.values() for _, objective, variant in cells}, key=_order)
+    las = [[run["las"] for (k, _, _), group in treebanks[treebank].items() if k == size for run in group]
+           for treebank, size in panels]
     ranges = [max(scores) - min(scores) for scores in las]  # LAS points
     fig = new_figure(3.2 + sum(2.0 + 0.13 * r for r in ranges), 0.9 + 0.34 * len(recipes), layout="constrained")
-    axes = fig.subplots(1, len(sizes), sharey=True, squeeze=False, width_ratios=[16 + r for r in ranges])[0]
-    for ax, size in zip(axes, sizes):
+    axes = fig.subplots(1, len(panels), sharey=True, squeeze=False, width_ratios=[16 + r for r in ranges])[0]
+    for ax, (treebank, size) in zip(axes, panels):
+        cells, (base, _) = treebanks[treebank], baseline(treebanks[treebank], size)
         for row, (objective, variant) in enumerate(recipes):
             scores = [run["las"] for run in cells.get((size, objective, variant), [])]
             if not scores:
@@ -313,9 +342,10 @@ def figure(results: Path, output: Path) -> Path:
             ax.scatter(scores, [row] * len(scores), s=26, facecolors="white", edgecolors=color, linewidths=1, zorder=5)
             ax.annotate(text, (max(scores), row), xytext=(7, 0), textcoords="offset points", va="center",
                         fontsize=8, color=color)
-            if (objective, variant) == ("supervised", ""):
+            if (objective, variant) == ("supervised", base):
                 ax.axvline(mean, color=color, linestyle="--", linewidth=0.8, zorder=1)
-        ax.set_title(f"{size} labeled sentences", fontsize=10)
+        name = f"{treebank.removeprefix('UD_')}, " if len(treebanks) > 1 else ""
+        ax.set_title(f"{name}{size} labeled sentences", fontsize=10)
         ax.set_xlabel("test LAS", fontsize=9)
         ax.margins(x=0.1)
         low, high = ax.get_xlim()
@@ -324,8 +354,8 @@ def figure(results: Path, output: Path) -> Path:
         ax.tick_params(labelsize=8)
     axes[0].set_yticks(range(len(recipes)), [_recipe(*recipe) for recipe in recipes], fontsize=8)
     axes[0].invert_yaxis()  # the table's order, top to bottom
-    fig.suptitle("Low-resource UD English-EWT, 400 steps: test LAS of each seed (circles), mean (diamond) ± sd",
-                 fontsize=10)
+    name = "UD" if len(treebanks) > 1 else next(iter(treebanks), DEFAULT_TREEBANK).replace("_", " ")
+    fig.suptitle(f"Low-resource {name}, 400 steps: test LAS of each seed (circles), mean (diamond) ± sd", fontsize=10)
     output.parent.mkdir(parents=True, exist_ok=True)
     return save(fig, output)
 

@@ -202,6 +202,28 @@ def test_low_resource_rows_name_their_commit_command_and_data():
     assert "| 100 | ge | - | 3 |" in table and "89.75" in table
 
 
+def test_low_resource_report_has_a_table_per_treebank(tmp_path):
+    """Rows of two treebanks: each gets its own table and ceiling; a treebank whose every
+    row overrides the encoder measures its recipes against that supervised variant."""
+    from benchmarks.low_resource import figure, report
+
+    e5 = "--model.encoder multilingual-e5-small"
+    rows = [{"objective": objective, "variant": variant, "labeled": 100, "seed": seed, "train_seconds": 60,
+             "uas": 70.0, "las": las + seed, "treebank": treebank}
+            for treebank, base, recipe, las_base, las_recipe in (
+                ("UD_English-EWT", "", "round 1", 50.0, 58.0), ("UD_Wolof-WTB", e5, f"round 1 {e5}", 40.0, 45.0))
+            for seed in (1, 2, 3)
+            for objective, variant, las in (("supervised", base, las_base), ("self_distill", recipe, las_recipe))]
+    results = tmp_path / "results.jsonl"
+    results.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    ewt, wolof = report(results).split("**UD_Wolof-WTB**")
+    assert ewt.startswith("**UD_English-EWT**") and "89.75" in ewt and "89.75" not in wolof
+    # EWT: (60 - 52) / (89.75 - 52); Wolof: (47 - 42) / (69.60 - 42)
+    assert "| 100 | self_distill | round 1 | 3 | 70.00 ± 0.00 | 60.00 ± 1.00 | 21% |" in ewt
+    assert "| 100 | self_distill | round 1 encoder multilingual-e5-small | 3 | 70.00 ± 0.00 | 47.00 ± 1.00 | 18% |" in wolof
+    assert figure(results, tmp_path / "figure.png").read_bytes().startswith(b"\x89PNG")
+
+
 @pytest.mark.slow
 def test_smoke_train_predict_round_trip_with_shipped_minilm(ud_dir: Path, tmp_path: Path, caplog):
     """A few steps on a slice of EWT with the real encoder and the shipped config as a user
