@@ -1,7 +1,8 @@
 """How the command-line tools report bad input: one line, no traceback.
 
 ``error: FILE:LINE: what is wrong`` on standard error and exit status 2 for anything the
-user can fix (a malformed or missing file, a file that is not a checkpoint); the full
+user can fix (a malformed or missing file, a file that is not a checkpoint, trainer settings
+Lightning rejects as a misconfiguration); the full
 traceback only with ``--debug`` on the command line or ``TREEEXP_DEBUG=1``.
 """
 
@@ -12,11 +13,13 @@ import sys
 from collections.abc import Callable
 from typing import TypeVar
 
+from lightning.fabric.utilities.exceptions import MisconfigurationException
+
 from .checkpoint import CheckpointError
 from .sentences import ConlluError
 
 T = TypeVar("T")
-USER_ERRORS = (ConlluError, CheckpointError, FileNotFoundError, IsADirectoryError, PermissionError)
+USER_ERRORS = (ConlluError, CheckpointError, MisconfigurationException, FileNotFoundError, IsADirectoryError, PermissionError)
 
 
 def debugging(argv: list[str] | None = None) -> bool:

@@ -70,3 +70,9 @@ def test_train_reports_a_missing_file_in_one_line(tmp_path):
     result = _run(str(REPO / "train.py"), "fit", "--config", str(REPO / "configs/likelihood.yaml"),
                   "--data.treebank", "null", "--data.train", str(tmp_path / "nope.conllu"), cwd=tmp_path)
     _one_error_line(result, "nope.conllu")
+
+
+def test_train_reports_a_setting_lightning_rejects_in_one_line(tmp_path):
+    result = _run(str(REPO / "train.py"), "fit", "--config", str(REPO / "configs/likelihood.yaml"),
+                  "--trainer.fast_dev_run", "-1", cwd=tmp_path)
+    _one_error_line(result, "fast_dev_run=-1")
