@@ -190,7 +190,7 @@ def test_low_resource_rows_name_their_commit_command_and_data():
     rows = [json.loads(line) for line in results.read_text(encoding="utf-8").splitlines() if line.strip()]
     for row in rows:
         assert len(row["commit"].removesuffix("+dirty")) == 40 and "train.py" in row["command"]
-        assert row["treebank"] == "UD_English-EWT"
+        assert row["treebank"] in ("UD_English-EWT", "UD_Wolof-WTB")
         if row["objective"] == "cross_treebank":  # the other treebank's sentences, all of them
             assert row["extra_labeled"] > 0 and ("teacher UD_" in row["variant"] or "teacher alone" in row["variant"])
         else:
