@@ -344,8 +344,8 @@ def figure(results: Path, output: Path) -> Path:
                         fontsize=8, color=color)
             if (objective, variant) == ("supervised", base):
                 ax.axvline(mean, color=color, linestyle="--", linewidth=0.8, zorder=1)
-        name = f"{treebank.removeprefix('UD_')}, " if len(treebanks) > 1 else ""
-        ax.set_title(f"{name}{size} labeled sentences", fontsize=10)
+        name = f"{treebank.removeprefix('UD_')}\n" if len(treebanks) > 1 else ""  # two lines: panels can be narrow
+        ax.set_title(f"{name}{size} labeled", fontsize=10)
         ax.set_xlabel("test LAS", fontsize=9)
         ax.margins(x=0.1)
         low, high = ax.get_xlim()
