@@ -87,11 +87,11 @@ class ParserCLI(LightningCLI):
             kwargs["logger"] = self._loggers(config) if self.subcommand in (None, "fit") else False
         if config.get("enable_progress_bar", True) is not False and find_spec("rich") is not None:
             kwargs.setdefault("callbacks", []).append(StepProgressBar())
-        # a default callback the user switched off the means of would make Lightning refuse to start
-        no_logger = kwargs.get("logger", config.get("logger")) is False
-        no_checkpoints = config.get("enable_checkpointing") is False
-        callbacks = [c for c in self.trainer_defaults.get("callbacks", [])
-                     if not ((no_logger and isinstance(c, LearningRateMonitor)) or (no_checkpoints and isinstance(c, ModelCheckpoint)))]
+        # Lightning refuses to start with a learning-rate monitor but no logger, or a checkpoint
+        # callback with checkpointing off: the defaults the user's settings switch off step aside
+        switched_off = ((LearningRateMonitor,) if kwargs.get("logger", config.get("logger")) is False else ()) + (
+            (ModelCheckpoint,) if config.get("enable_checkpointing") is False else ())
+        callbacks = [c for c in self.trainer_defaults.get("callbacks", []) if not isinstance(c, switched_off)]
         self.trainer_defaults = {**self.trainer_defaults, "callbacks": callbacks}
         return super().instantiate_trainer(**kwargs)
 
