@@ -250,7 +250,12 @@ class GeneralizedExpectation(Objective):
     with ``p_k`` and ``t_k`` clamped to ``[1e-6, 1 - 1e-6]``; ``one_sided``:
     ``sum_k max(0, t_k - p_k)^2``, a target read as a lower bound (the rules of Naseem et al.
     2010 say how often an attachment should at least occur, in the spirit of posterior
-    regularisation): 0 while every rate reaches its target. Constraints whose child tag does not
+    regularisation): 0 while every rate reaches its target. With ``tolerance`` z > 0 a rate
+    within z standard errors of its target costs nothing (squared, one-sided): the gap
+    ``p_k - t_k`` is shrunk by ``z sqrt(t_k (1 - t_k) / n_k)``, the binomial standard error of a
+    rate measured on the batch's ``n_k`` child words, so that a batch is not pushed to match the
+    corpus-wide rate where it differs from it by sampling noise alone (the slack of posterior
+    regularisation's box constraints, Ganchev et al. 2010). Constraints whose child tag does not
     occur in the batch, or that have no target, are masked out (no host sync). With
     ``weighting="count"`` each term is multiplied by ``n_k / mean(n)``, the batch count of its
     child tag over the mean count of the constraints kept: a rate measured on few words of a
@@ -286,6 +291,8 @@ class GeneralizedExpectation(Objective):
         min_count: with ``"labeled"``, a constraint whose child tag has fewer words than
             this in the labeled sample is left out (default :data:`MIN_COUNT`).
         weighting: ``"uniform"`` (every constraint alike) or ``"count"`` (by child tag count).
+        tolerance: the half-width of the penalty-free band around each target, in standard
+            errors of the batch rate (0: none); with ``"squared"`` or ``"one_sided"``.
         coverage: a threshold in (0, 1] that makes the constraints one rule set, as in
             Naseem et al. (2010): the expected share of the batch's words whose arc fires
             some constraint (the rules' coverage; the constraints must not overlap) is
@@ -304,6 +311,7 @@ class GeneralizedExpectation(Objective):
         min_count: int = MIN_COUNT,
         weighting: Literal["uniform", "count"] = "uniform",
         coverage: float | None = None,
+        tolerance: float = 0.0,
     ) -> None:
         super().__init__()
         if constraints == TAG_PAIRS:
@@ -329,12 +337,17 @@ class GeneralizedExpectation(Objective):
             raise ValueError(f"gradient must be 'reverse' or 't2', got {gradient!r}")
         if weighting not in ("uniform", "count"):
             raise ValueError(f"weighting must be 'uniform' or 'count', got {weighting!r}")
+        if not tolerance >= 0:
+            raise ValueError(f"tolerance must be >= 0 standard errors, got {tolerance}")
+        if tolerance and penalty == "kl":
+            raise ValueError("tolerance applies to the 'squared' and 'one_sided' penalties, not 'kl'")
         self.penalty = penalty
         self.weighting = weighting
         self.gradient = gradient
         self.targets_from = targets_from
         self.min_count = min_count
         self.coverage = coverage
+        self.tolerance = tolerance
         self.num_tags = 0
         self.process_group = None
         # NaN: no target yet (estimated by fit_targets) or too few words to estimate one
@@ -437,11 +450,12 @@ class GeneralizedExpectation(Objective):
         k = len(self.constraints)
         expected, counts, words = stats[:k], stats[k : 2 * k], stats[2 * k]
         if self.coverage is not None:  # the share of words whose arc some rule covers
-            share = expected.sum() / words.clamp_min(1)
-            return self._penalty(share.reshape(1), share.new_ones(1), share.new_full((1,), self.coverage))
+            words = words.clamp_min(1).reshape(1)
+            share = expected.sum() / words
+            return self._penalty(share, share.new_ones(1), share.new_full((1,), self.coverage), words)
         valid = (counts > 0) & self.targets.isfinite()
-        rates = expected / torch.where(valid, counts, 1.0)
-        return self._penalty(rates, self._weights(counts, valid), self.targets)
+        counts_kept = torch.where(valid, counts, 1.0)
+        return self._penalty(expected / counts_kept, self._weights(counts, valid), self.targets, counts_kept)
 
     def _weights(self, counts: Tensor, valid: Tensor) -> Tensor:
         """Each constraint's weight ``(K,)`` from its child tag's batch count ``(K,)``; 0 where not ``valid``."""
@@ -450,13 +464,18 @@ class GeneralizedExpectation(Objective):
         kept = torch.where(valid, counts, 0.0)
         return kept / (kept.sum() / valid.sum().clamp_min(1)).clamp_min(1)
 
-    def _penalty(self, rates: Tensor, weights: Tensor, targets: Tensor) -> Tensor:
-        """Distance of the rates ``(K,)`` to the ``targets`` ``(K,)``, weighted by ``weights`` ``(K,)`` (0: masked out)."""
+    def _penalty(self, rates: Tensor, weights: Tensor, targets: Tensor, counts: Tensor) -> Tensor:
+        """Distance of the rates ``(K,)`` to the ``targets`` ``(K,)``, weighted by ``weights`` ``(K,)``
+        (0: masked out); ``counts`` ``(K,)``: the words each rate was measured on (> 0)."""
         targets = targets.to(rates.dtype).nan_to_num(0.5)  # masked out below; no NaN gradient
+        gap = rates - targets
+        if self.tolerance:  # no cost within `tolerance` standard errors of the batch rate
+            band = self.tolerance * (targets * (1 - targets) / counts).sqrt()
+            gap = gap.sign() * (gap.abs() - band).clamp_min(0.0)
         if self.penalty == "squared":
-            terms = (rates - targets) ** 2
+            terms = gap**2
         elif self.penalty == "one_sided":
-            terms = (targets - rates).clamp_min(0.0) ** 2
+            terms = (-gap).clamp_min(0.0) ** 2
         else:  # both clamped, so that a rate equal to a target of 0 or 1 costs exactly 0
             rates, targets = rates.clamp(_EPS, 1 - _EPS), targets.clamp(_EPS, 1 - _EPS)
             terms = targets * (targets / rates).log() + (1 - targets) * ((1 - targets) / (1 - rates)).log()

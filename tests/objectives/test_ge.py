@@ -50,13 +50,18 @@ def brute_rates(scores, batch, constraints, multiroot=False):
     return expected / counts
 
 
-def brute_weights(batch, constraints, weighting):
-    """Each constraint's weight: 1, or its child tag's count over the mean count of those present."""
+def child_counts(batch, constraints):
+    """The number of words of each constraint's child tag in the batch."""
     counts = []
     for b, n in enumerate(batch.lengths.tolist()):
         tags = [UPOS_VOCAB[i] for i in batch.upos[b, 1 : n + 1].tolist()]
         counts.append([tags.count(c.child) for c in constraints])
-    counts = [sum(column) for column in zip(*counts)]
+    return [sum(column) for column in zip(*counts)]
+
+
+def brute_weights(batch, constraints, weighting):
+    """Each constraint's weight: 1, or its child tag's count over the mean count of those present."""
+    counts = child_counts(batch, constraints)
     present = [n for n in counts if n > 0]
     return [1.0 if weighting == "uniform" else n / (sum(present) / len(present)) for n in counts]
 
@@ -330,6 +335,55 @@ def test_one_sided_constraints(gradient):
     violated = ready(GeneralizedExpectation(CONSTRAINTS, "one_sided", gradient))
     violated.targets = torch.where(torch.arange(len(rates)) % 2 == 0, rates + 0.1, rates - 0.1).clamp(0.0, 1.0)
     assert torch.autograd.gradcheck(lambda a: violated(Scores(a), batch), (scores.arcs.clone().requires_grad_(),))
+
+
+def brute_banded_penalty(rates, counts, targets, penalty, z):
+    """Squared or one-sided penalty of the gaps shrunk by z binomial standard errors."""
+    total = 0.0
+    for p, n, t in zip(rates.tolist(), counts, targets.tolist()):
+        if math.isnan(p):
+            continue
+        gap = p - t
+        shrunk = math.copysign(max(abs(gap) - z * math.sqrt(t * (1 - t) / n), 0.0), gap)
+        total += shrunk**2 if penalty == "squared" else max(-shrunk, 0.0) ** 2
+    return torch.tensor(total, dtype=torch.float64)
+
+
+@pytest.mark.parametrize("gradient", ["reverse", "t2"])
+@pytest.mark.parametrize("penalty", ["squared", "one_sided"])
+def test_tolerance_band(penalty, gradient):
+    """With tolerance z a rate within z standard errors sqrt(t (1 - t) / n) of its target costs
+    nothing (loss and gradient 0); outside, the gap shrinks by the band (enumeration) and the
+    gradient matches finite differences."""
+    scores, batch = make_batch(LENGTHS)
+    rates = brute_rates(scores, batch, CONSTRAINTS)
+    counts = child_counts(batch, CONSTRAINTS)
+    z = 0.5
+    bands = [z * math.sqrt(r * (1 - r) / max(n, 1)) for r, n in zip(rates.nan_to_num(0.5).tolist(), counts)]
+    objective = ready(GeneralizedExpectation(CONSTRAINTS, penalty, gradient, tolerance=z))
+    targets = torch.tensor([0.6, 0.7, 0.9, 0.2, 0.1, 0.5], dtype=torch.float64)
+    objective.targets = targets
+    expected = brute_banded_penalty(rates, counts, targets, penalty, z)
+    assert 0 < expected < brute_banded_penalty(rates, counts, targets, penalty, 0.0)  # the band matters
+    torch.testing.assert_close(objective(scores, batch), expected, rtol=1e-10, atol=1e-12)
+    assert torch.autograd.gradcheck(lambda a: objective(Scores(a), batch), (scores.arcs.clone().requires_grad_(),))
+
+    # targets half a band from the rates, towards 0.5: the band at the target is wider still
+    rates = rates.nan_to_num(0.5)
+    inside = rates + 0.5 * torch.tensor(bands) * (0.5 - rates).sign()
+    assert (inside > rates).any() and (inside < rates).any()  # on both sides
+    objective.targets = inside
+    arcs = scores.arcs.clone().requires_grad_()
+    loss = objective(Scores(arcs), batch)
+    loss.backward()
+    assert loss == 0 and (arcs.grad == 0).all()
+
+
+def test_tolerance_needs_a_penalty_with_a_band():
+    with pytest.raises(ValueError, match="tolerance applies"):
+        GeneralizedExpectation(CONSTRAINTS, "kl", tolerance=1.0)
+    with pytest.raises(ValueError, match="tolerance must be"):
+        GeneralizedExpectation(CONSTRAINTS, tolerance=-1.0)
 
 
 def brute_coverage(scores, batch, constraints, multiroot=False):
