@@ -125,6 +125,40 @@ def recorded_variants(results: Path, treebank: str) -> set[str]:
     return {row.get("variant", "") for row in rows if row["treebank"] == treebank}
 
 
+def _run_name(row: dict) -> str:
+    """How the report names a run: ``without X`` for an ablation, else its overrides (or
+    ``recipe``), with the commit that ran it."""
+    ablation = row.get("ablation") or ""
+    overrides = row.get("variant", "")
+    if ablation:
+        overrides = overrides.replace(ABLATIONS[ablation], "", 1).strip()
+    name = f"without {ablation}" if ablation else "recipe"
+    return f"{name}{f' + `{overrides}`' if overrides else ''} ({row['commit'][:7]})"
+
+
+def report(results: Path) -> str:
+    """Markdown: one table per treebank (headed by its name), a line per run and decoder in
+    the order of ``results``: dev LAS, test UAS/LAS/CLAS/UPOS, predicted non-projective
+    trees on dev and test beside gold's, head accuracy on crossing arcs (dev), steps and
+    CPU minutes."""
+    rows = [json.loads(line) for line in results.read_text(encoding="utf-8").splitlines() if line.strip()]
+    tables: dict[str, list[str]] = {}
+    for row in rows:
+        lines = tables.setdefault(row["treebank"], [
+            f"**{row['treebank']}** (gold non-projective trees: dev {row['gold_nonprojective_trees']['dev']}%, "
+            f"test {row['gold_nonprojective_trees']['test']}%)", "",
+            "| run | decoder | dev LAS | test UAS | test LAS | test CLAS | test UPOS | non-projective dev / test "
+            "| crossing-arc heads (dev) | steps | CPU min |",
+            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"])
+        decoder = row["decoder"] + (f" {row['crossing_margin']}" if row.get("crossing_margin") is not None else "")
+        heads = row.get("dev_crossing_head_accuracy")
+        lines.append(f"| {_run_name(row)} | {decoder} | {row['dev_las']:.2f} | {row['test_uas']:.2f} "
+                     f"| {row['test_las']:.2f} | {row['test_clas']:.2f} | {row.get('test_upos', '-')} "
+                     f"| {row['dev_nonprojective_trees']}% / {row['test_nonprojective_trees']}% "
+                     f"| {'-' if heads is None else f'{heads}%'} | {row['steps']} | {row['cpu_minutes']} |")
+    return "\n\n".join("\n".join(lines) for lines in tables.values())
+
+
 def main(argv: list[str] | None = None) -> None:
     cli = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     cli.add_argument("--treebank", default="UD_Wolof-WTB")
@@ -136,8 +170,12 @@ def main(argv: list[str] | None = None) -> None:
     cli.add_argument("--train-args", default="", help="train.py overrides added to every run (recorded in its variant)")
     cli.add_argument("--output", default="runs/small_treebank")
     cli.add_argument("--results", default="runs/small_treebank/results.jsonl")
+    cli.add_argument("--report", action="store_true", help="only print the table of --results")
     args = cli.parse_args(argv)
     results = Path(args.results)
+    if args.report:
+        print(report(results))
+        return
     results.parent.mkdir(parents=True, exist_ok=True)
     runs = ([] if args.no_recipe else [("", "")]) + [(name, ABLATIONS[name]) for name in args.ablate]
     done = recorded_variants(results, args.treebank)

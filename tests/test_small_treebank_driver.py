@@ -43,3 +43,24 @@ def test_the_driver_trains_the_recipe_and_scores_three_decoders(tiny_bert_dir, u
     monkeypatch.setattr(small_treebank, "train", lambda *a: pytest.fail("a recorded variant was trained again"))
     small_treebank.main(argv)
     assert len(results.read_text().splitlines()) == 3
+
+
+def test_the_report_names_each_run_and_decoder(tmp_path, capsys):
+    """``--report``: a table per treebank, one line per row in file order, an ablation named
+    by the ingredient it removes and its other overrides, the margin beside its decoder."""
+    base = {"treebank": "UD_Tiny-Test", "commit": "abcdef0123", "gold_nonprojective_trees": {"dev": 3.6, "test": 3.2},
+            "dev_las": 70.0, "test_uas": 79.0, "test_las": 71.5, "test_clas": 63.0, "dev_nonprojective_trees": 40.0,
+            "test_nonprojective_trees": 38.0, "steps": 450, "cpu_minutes": 58.3}
+    rows = [{**base, "ablation": "", "variant": "", "decoder": "mst", "test_upos": 92.3,
+             "dev_crossing_head_accuracy": 25.4},
+            {**base, "ablation": "characters", "variant": "--model.characters 0 --trainer.max_epochs 9",
+             "decoder": "margin", "crossing_margin": 3.81}]
+    results = tmp_path / "results.jsonl"
+    results.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    small_treebank.main(["--report", "--results", str(results)])
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "**UD_Tiny-Test** (gold non-projective trees: dev 3.6%, test 3.2%)"
+    assert lines[4].startswith("| recipe (abcdef0) | mst | 70.00 | 79.00 | 71.50 | 63.00 | 92.3 | 40.0% / 38.0% | 25.4% |")
+    assert lines[5].startswith("| without characters + `--trainer.max_epochs 9` (abcdef0) | margin 3.81 |")
+    assert "| 63.00 | - | 40.0% / 38.0% | - | 450 | 58.3 |" in lines[5]  # no tagger, no crossing-arc heads
+    assert len(lines) == 6
