@@ -159,6 +159,18 @@ def report(results: Path) -> str:
     return "\n\n".join("\n".join(lines) for lines in tables.values())
 
 
+def absent_ingredients(config: str, names: list[str]) -> list[str]:
+    """The ingredients among ``names`` that the recipe ``config`` does not use: its model
+    section leaves them at their override's value (the parser's defaults are all off)."""
+    model = yaml.safe_load((ROOT / config).read_text(encoding="utf-8")).get("model", {})
+    absent = []
+    for name in names:
+        flag, value = ABLATIONS[name].split()
+        if model.get(flag.removeprefix("--model."), yaml.safe_load(value)) == yaml.safe_load(value):
+            absent.append(name)
+    return absent
+
+
 def main(argv: list[str] | None = None) -> None:
     cli = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     cli.add_argument("--treebank", default="UD_Wolof-WTB")
@@ -177,6 +189,10 @@ def main(argv: list[str] | None = None) -> None:
         print(report(results))
         return
     results.parent.mkdir(parents=True, exist_ok=True)
+    absent = absent_ingredients(args.config, args.ablate)
+    if absent:
+        cli.error(f"{args.config} has no {', '.join(absent)} to remove (already "
+                  f"{', '.join(ABLATIONS[name] for name in absent)})")
     runs = ([] if args.no_recipe else [("", "")]) + [(name, ABLATIONS[name]) for name in args.ablate]
     done = recorded_variants(results, args.treebank)
     for ablation, override in runs:

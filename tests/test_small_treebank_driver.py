@@ -64,3 +64,15 @@ def test_the_report_names_each_run_and_decoder(tmp_path, capsys):
     assert lines[5].startswith("| without characters + `--trainer.max_epochs 9` (abcdef0) | margin 3.81 |")
     assert "| 63.00 | - | 40.0% / 38.0% | - | 450 | 58.3 |" in lines[5]  # no tagger, no crossing-arc heads
     assert len(lines) == 6
+
+
+def test_an_ablation_of_an_ingredient_the_recipe_lacks_is_refused(tmp_path, capsys):
+    """``--ablate`` removes what the recipe has: an ingredient already off (set so, or left
+    at the parser's default) is a usage error naming it, before anything trains."""
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text("model:\n  layer_mix: true\n  characters: 0\n")
+    assert small_treebank.absent_ingredients(str(recipe), ["layer_mix", "characters", "tagger"]) == ["characters", "tagger"]
+    with pytest.raises(SystemExit) as stop:
+        small_treebank.main(["--config", str(recipe), "--ablate", "characters", "--results", str(tmp_path / "r.jsonl")])
+    assert stop.value.code == 2 and "has no characters to remove (already --model.characters 0)" in capsys.readouterr().err
+    assert small_treebank.absent_ingredients("configs/small_treebank.yaml", ["layer_mix"]) == []
