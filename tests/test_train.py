@@ -132,10 +132,10 @@ def test_small_treebank_config_is_the_reported_wolof_recipe(tiny_bert_dir):
     cli = train.main(["--config", str(train.CONFIGS / "small_treebank.yaml"), "--model.encoder", str(tiny_bert_dir)],
                      run=False)
     hp = cli.model.hparams
-    assert (hp.layer_mix, hp.characters, hp.word_dropout, hp.tagger_weight, hp.encoder_lr) == (True, 256, 0.15, 1.0, 1e-4)
+    assert (hp.layer_mix, hp.characters, hp.word_dropout, hp.tagger_weight, hp.encoder_lr) == (True, 0, 0.15, 1.0, 1e-4)
     assert cli.datamodule.treebank == "UD_Wolof-WTB" and cli.datamodule.batch_tokens == 500
-    assert hp.freeze_encoder == "embeddings" and cli.trainer.max_epochs == 9
-    assert cli.model.encoder.hidden_size == 32 + 256
+    assert hp.freeze_encoder == "embeddings" and cli.trainer.max_epochs == 10
+    assert cli.model.encoder.hidden_size == 32 and cli.model.encoder.characters is None
 
 
 def test_low_resource_driver_adds_only_the_cell(tiny_bert_dir, monkeypatch):
