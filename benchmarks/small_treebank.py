@@ -1,6 +1,6 @@
 """The small-treebank recipe and its ablations (docs/experiments.md, section 3).
 
-    python -m benchmarks.small_treebank [--treebank UD_Wolof-WTB] [--ablate layer_mix characters word_dropout tagger]
+    python -m benchmarks.small_treebank [--treebank UD_Wolof-WTB] [--ablate layer_mix word_dropout tagger]
     python -m benchmarks.small_treebank --train-args "--trainer.max_epochs 8"   # a recipe variant
 
 Each run trains ``train.py fit --config configs/small_treebank.yaml`` with only the
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import inspect
 import json
 import os
 import shlex
@@ -161,12 +162,14 @@ def report(results: Path) -> str:
 
 def absent_ingredients(config: str, names: list[str]) -> list[str]:
     """The ingredients among ``names`` that the recipe ``config`` does not use: its model
-    section leaves them at their override's value (the parser's defaults are all off)."""
+    section (or, where it is silent, :class:`Parser`'s default) has their override's value."""
     model = yaml.safe_load((ROOT / config).read_text(encoding="utf-8")).get("model", {})
+    defaults = inspect.signature(Parser).parameters
     absent = []
     for name in names:
         flag, value = ABLATIONS[name].split()
-        if model.get(flag.removeprefix("--model."), yaml.safe_load(value)) == yaml.safe_load(value):
+        key = flag.removeprefix("--model.")
+        if model.get(key, defaults[key].default) == yaml.safe_load(value):
             absent.append(name)
     return absent
 
