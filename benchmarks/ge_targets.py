@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Iterable
 from pathlib import Path
 
 import conllu
@@ -75,13 +76,18 @@ HEADER = """\
 
 def read_treebank(path: Path) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Gold ``heads``, ``upos`` ``(B, N+1)`` (indices into ``UPOS_VOCAB``) and ``lengths`` ``(B,)``."""
+    with path.open(encoding="utf-8") as file:
+        return tree_tensors(conllu.parse_incr(file))
+
+
+def tree_tensors(token_lists: Iterable[conllu.TokenList]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The ``heads``, ``upos`` and ``lengths`` of :func:`read_treebank` from parsed sentences."""
     index = {tag: i for i, tag in enumerate(UPOS_VOCAB)}
     unknown = index["<unk>"]  # `_` or a tag outside UD
     sentences = []
-    with path.open(encoding="utf-8") as file:
-        for tokens in conllu.parse_incr(file):
-            words = [token for token in tokens if isinstance(token["id"], int)]
-            sentences.append(([t["head"] for t in words], [index.get(t["upos"], unknown) for t in words]))
+    for tokens in token_lists:
+        words = [token for token in tokens if isinstance(token["id"], int)]
+        sentences.append(([t["head"] for t in words], [index.get(t["upos"], unknown) for t in words]))
     lengths = torch.tensor([len(heads) for heads, _ in sentences])
     heads = torch.zeros(len(sentences), int(lengths.max()) + 1, dtype=torch.long)
     upos = torch.zeros_like(heads)
