@@ -47,6 +47,16 @@ def _load_backbone(path: str, weights: bool = True) -> nn.Module:
     return model
 
 
+def _transformer_layers(model: nn.Module) -> nn.ModuleList:
+    """The backbone's stack of ``num_hidden_layers`` transformer layers, bottom first
+    (``encoder.layer`` in BERT-like models)."""
+    count = model.config.num_hidden_layers
+    for module in model.modules():
+        if isinstance(module, nn.ModuleList) and len(module) == count:
+            return module
+    raise ValueError(f"{type(model).__name__} has no list of {count} layers: freeze it whole or its embeddings")
+
+
 @dataclass
 class Subwords:
     """A tokenised batch: W transformer windows and T subwords that feed word vectors."""
@@ -192,7 +202,10 @@ class WordEncoder(nn.Module):
         freeze: keep the transformer fixed (no gradients, always in eval mode); or
             ``"embeddings"``: keep only its subword embedding matrix fixed (most of a
             multilingual model's weights: multilingual-e5-small has 96M of its 118M there,
-            and AdamW updates every row each step, used or not).
+            and AdamW updates every row each step, used or not); or a number of layers
+            ``k``: keep the embeddings and the first ``k`` transformer layers fixed, so that
+            backpropagation stops at layer ``k + 1`` (a cheaper step; the layers still run,
+            with dropout, in training).
         layer_mix: word vectors from a learned scalar mix of every layer instead of the
             last layer alone.
         characters: with a positive size, each word vector also holds a character-level
@@ -214,7 +227,7 @@ class WordEncoder(nn.Module):
         max_length: int | None = None,
         stride: int = 128,
         dropout: float = 0.0,
-        freeze: bool | Literal["embeddings"] = False,
+        freeze: bool | Literal["embeddings"] | int = False,
         layer_mix: bool = False,
         characters: int = 0,
         word_dropout: float = 0.0,
@@ -226,8 +239,10 @@ class WordEncoder(nn.Module):
         tokenizer = AutoTokenizer.from_pretrained(path)
         limit = min(self.model.config.max_position_embeddings, tokenizer.model_max_length)
         self.subwords = SubwordTokenizer(tokenizer, limit, pooling, max_length, stride)
-        if freeze not in (True, False, "embeddings"):
-            raise ValueError(f"freeze must be true, false or 'embeddings', got {freeze!r}")
+        layers = self.model.config.num_hidden_layers
+        if not (isinstance(freeze, bool) or freeze == "embeddings" or (type(freeze) is int and 0 < freeze < layers)):
+            raise ValueError(f"freeze must be true, false, 'embeddings' or a number of layers from 1 to {layers - 1}, "
+                             f"got {freeze!r}")
         self.freeze = freeze is True
         self.dropout = nn.Dropout(dropout)
         self.mix_weights = self.mix_gamma = None
@@ -244,6 +259,9 @@ class WordEncoder(nn.Module):
             self.model.requires_grad_(False)
         elif freeze == "embeddings":
             self.model.get_input_embeddings().requires_grad_(False)
+        elif freeze is not False:
+            self.model.requires_grad_(False)
+            _transformer_layers(self.model)[freeze:].requires_grad_(True)
         self.train()  # from_pretrained returns eval mode; modules start in training mode
 
     @property

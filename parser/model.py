@@ -79,7 +79,8 @@ class Parser(LightningModule):
         encoder_dropout: dropout on the encoder's word vectors.
         freeze_encoder: keep the transformer's weights fixed (train the scorer only), or
             ``embeddings``: only its subword embedding matrix (faster steps and ~3x less
-            optimizer memory for a multilingual encoder with a large vocabulary).
+            optimizer memory for a multilingual encoder with a large vocabulary), or a
+            number ``k``: its embeddings and first ``k`` layers (no backward pass below).
         max_subwords: subwords per transformer window, special tokens included (default:
             the model's limit); longer sentences are read in overlapping windows.
         window_stride: subwords shared by consecutive windows.
@@ -130,7 +131,7 @@ class Parser(LightningModule):
         encoder: str = "all-MiniLM-L6-v2",
         pooling: str = "first",
         encoder_dropout: float = 0.0,
-        freeze_encoder: bool | Literal["embeddings"] = False,
+        freeze_encoder: bool | Literal["embeddings"] | int = False,
         max_subwords: int | None = None,
         window_stride: int = 128,
         layer_mix: bool = False,

@@ -112,8 +112,23 @@ def test_gradients_reach_the_transformer_unless_frozen(tiny_bert_dir):
     embeddings_frozen([SHORT]).sum().backward()
     assert embeddings_frozen.model.embeddings.word_embeddings.weight.grad is None
     assert embeddings_frozen.model.encoder.layer[0].attention.self.query.weight.grad is not None
-    with pytest.raises(ValueError, match="freeze"):
-        WordEncoder(model=str(tiny_bert_dir), freeze="layers")
+    for wrong in ("layers", 0, embeddings_frozen.model.config.num_hidden_layers, 1.5):
+        with pytest.raises(ValueError, match="freeze"):
+            WordEncoder(model=str(tiny_bert_dir), freeze=wrong)
+
+
+def test_freezing_the_lower_layers_stops_backpropagation_above_them(tiny_bert_dir):
+    encoder = WordEncoder(model=str(tiny_bert_dir), freeze=1, layer_mix=True).train()
+    assert encoder.model.training
+    layers = encoder.model.encoder.layer
+    assert len(layers) > 1
+    encoder([SHORT, LONG]).sum().backward()
+    trained = {name for name, p in encoder.model.named_parameters() if p.grad is not None}
+    assert trained == {name for name, p in encoder.model.named_parameters() if p.requires_grad}
+    assert trained and all(name.startswith("encoder.layer.") and not name.startswith("encoder.layer.0.")
+                           for name in trained)
+    assert all(p.grad is not None for p in layers[-1].parameters())
+    assert encoder.mix_weights.grad is not None  # the mix still reads the fixed layers
 
 
 @torch.no_grad()
