@@ -14,6 +14,7 @@ from transformers.utils import logging as hf_logging
 
 from .characters import CharacterEncoder
 from .pretrained import resolve_model_path
+from .sentence_lstm import SentenceLSTM
 
 
 def _load_backbone(path: str, weights: bool = True) -> nn.Module:
@@ -213,6 +214,9 @@ class WordEncoder(nn.Module):
         word_dropout: in training, the probability that a word's subwords are all replaced
             by the mask (or unknown) token, so that the parser learns to use the context
             (the character-level vector still reads the word).
+        lstm_layers: with a positive number, that many bidirectional LSTM layers
+            (:class:`SentenceLSTM`, ``lstm_size`` per direction) read the word vectors
+            (transformer and characters, after ``dropout``) and give the output.
         source: a directory with the encoder's ``config.json`` and tokenizer files (as
             written by :meth:`save_files`) to build from instead of ``model``, without
             pretrained weights: a parser checkpoint supplies them.
@@ -231,6 +235,8 @@ class WordEncoder(nn.Module):
         layer_mix: bool = False,
         characters: int = 0,
         word_dropout: float = 0.0,
+        lstm_layers: int = 0,
+        lstm_size: int = 400,
         source: str | Path | None = None,
     ) -> None:
         super().__init__()
@@ -253,6 +259,11 @@ class WordEncoder(nn.Module):
         if not 0.0 <= word_dropout < 1.0:
             raise ValueError(f"word_dropout must be in [0, 1), got {word_dropout}")
         self.word_dropout = word_dropout
+        self.lstm = None
+        self._size = self.model.config.hidden_size + (self.characters.size if self.characters is not None else 0)
+        if lstm_layers > 0:
+            self.lstm = SentenceLSTM(self._size, lstm_size, lstm_layers)
+            self._size = self.lstm.size
         mask = tokenizer.mask_token_id
         self._dropped_word_id = mask if mask is not None else tokenizer.unk_token_id
         if freeze is True:
@@ -278,7 +289,7 @@ class WordEncoder(nn.Module):
     @property
     def hidden_size(self) -> int:
         """The size of a word vector."""
-        return self.model.config.hidden_size + (self.characters.size if self.characters is not None else 0)
+        return self._size
 
     def train(self, mode: bool = True) -> WordEncoder:
         super().train(mode)
@@ -307,7 +318,10 @@ class WordEncoder(nn.Module):
         out = out.view(batch, n_words + 1, -1)
         if self.characters is not None:
             out = torch.cat([out, self.characters(words, n_words).to(out.dtype)], dim=-1)
-        return self.dropout(out)
+        out = self.dropout(out)
+        if self.lstm is not None:
+            out = self.dropout(self.lstm(out, torch.tensor([len(w) for w in words])))
+        return out
 
     def _drop_words(self, sub: Subwords, n_flat: int) -> Tensor:
         """``sub.input_ids`` with every subword of each dropped word (probability

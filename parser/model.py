@@ -89,6 +89,9 @@ class Parser(LightningModule):
         characters: size of a character-level vector (a BiGRU over the word's bytes)
             concatenated to each word vector; 0 for none.
         word_dropout: in training, the probability of masking all of a word's subwords.
+        lstm_layers, lstm_size: bidirectional LSTM layers (``lstm_size`` per direction)
+            over the word vectors before the scorer and the tagger, as in Dozat & Manning
+            (2017); 0 layers for none.
         arc_size, label_size, dropout: biaffine MLP sizes and dropout.
         tagger_weight: with a positive weight, a UPOS tagging head on the shared encoder,
             trained on the labeled words (its cross-entropy, times this weight, joins the
@@ -137,6 +140,8 @@ class Parser(LightningModule):
         layer_mix: bool = False,
         characters: int = 0,
         word_dropout: float = 0.0,
+        lstm_layers: int = 0,
+        lstm_size: int = 400,
         arc_size: int = 500,
         label_size: int = 100,
         dropout: float = 0.33,
@@ -165,7 +170,8 @@ class Parser(LightningModule):
         self.save_hyperparameters(ignore=["supervised", "unsupervised", "encoder_source"])
         self.encoder = WordEncoder(encoder, pooling=pooling, max_length=max_subwords, stride=window_stride,
                                    dropout=encoder_dropout, freeze=freeze_encoder, layer_mix=layer_mix,
-                                   characters=characters, word_dropout=word_dropout, source=encoder_source)
+                                   characters=characters, word_dropout=word_dropout, lstm_layers=lstm_layers,
+                                   lstm_size=lstm_size, source=encoder_source)
         self.supervised = supervised
         self.unsupervised = unsupervised
         self.scorer: BiaffineScorer | None = None
@@ -385,7 +391,7 @@ class Parser(LightningModule):
 
     def configure_optimizers(self):
         # the pretrained transformer at encoder_lr; what starts from scratch (scorer, tagger,
-        # layer mix, character encoder) at lr
+        # layer mix, character encoder, LSTM) at lr
         encoder = [p for p in self.encoder.model.parameters() if p.requires_grad]
         rest = [p for n, p in self.named_parameters() if p.requires_grad and not n.startswith("encoder.model.")]
         optimizer = torch.optim.AdamW(

@@ -322,23 +322,25 @@ def test_ema_teacher_follows_the_student(tiny_bert_dir, small_treebank, tmp_path
 
 
 def test_character_vectors_and_word_dropout_train_save_and_load(tiny_bert_dir, small_treebank, tmp_path):
-    """Character vectors, word dropout and the layer mix train end to end, the parts that
-    start from scratch at ``lr`` and the transformer at ``encoder_lr``, and a checkpoint
-    rebuilds the same parser."""
+    """Character vectors, word dropout, the layer mix and an LSTM train end to end, the
+    parts that start from scratch at ``lr`` and the transformer's unfrozen layers at
+    ``encoder_lr``, and a checkpoint rebuilds the same parser."""
     seed_everything(0)
     data = DependencyDataModule(treebank=None, train=str(small_treebank), dev=str(small_treebank), batch_tokens=400)
     model = Parser(encoder=str(tiny_bert_dir), arc_size=32, label_size=16, characters=16, word_dropout=0.2,
-                   layer_mix=True, lr=5e-3, encoder_lr=1e-4, warmup_steps=1, supervised=Likelihood())
+                   layer_mix=True, lstm_layers=1, lstm_size=8, freeze_encoder=1, lr=5e-3, encoder_lr=1e-4,
+                   warmup_steps=1, supervised=Likelihood())
     trainer = _trainer(tmp_path, steps=3)
     trainer.fit(model, data)
     scratch, transformer = trainer.optimizers[0].param_groups
     assert scratch["initial_lr"] == 5e-3 and transformer["initial_lr"] == 1e-4
     ids = {id(p) for p in scratch["params"]}
-    assert all(id(p) in ids for p in [*model.encoder.characters.parameters(), model.encoder.mix_weights])
-    assert {id(p) for p in transformer["params"]} == {id(p) for p in model.encoder.model.parameters()}
+    assert all(id(p) in ids for p in [*model.encoder.characters.parameters(), *model.encoder.lstm.parameters(),
+                                      model.encoder.mix_weights])
+    assert {id(p) for p in transformer["params"]} == {id(p) for p in model.encoder.model.encoder.layer[1:].parameters()}
     trainer.save_checkpoint(tmp_path / "chars.ckpt")
     loaded, words = Parser.load(tmp_path / "chars.ckpt"), [["Jàng", "na", "téere", "bi", "."]]
     model.eval()
     with torch.no_grad():
         torch.testing.assert_close(loaded(words).arcs, model(words).arcs)
-    assert loaded.encoder.hidden_size == 32 + 16 and loaded.encoder.word_dropout == 0.2
+    assert loaded.encoder.hidden_size == 16 and loaded.encoder.word_dropout == 0.2
