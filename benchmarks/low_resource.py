@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shlex
 import statistics
 import subprocess
@@ -190,8 +191,9 @@ def run_cell(objective: str, size: int | str, seed: int, args: argparse.Namespac
 
 
 def _short(overrides: str) -> str:
-    """Overrides as the table shows them: ``--model.unsupervised.init_args.penalty kl`` -> ``penalty kl``."""
-    return overrides.replace("--model.unsupervised.init_args.", "").replace("--model.", "")
+    """Overrides as the table shows them: ``--model.unsupervised.init_args.penalty kl`` -> ``penalty kl``,
+    ``--data.unlabeled_tags drop`` -> ``unlabeled_tags drop``."""
+    return re.sub(r"--(model\.unsupervised\.init_args|model|data|trainer)\.", "", overrides)
 
 
 Cells = dict[tuple[int | str, str, str], list[dict]]  # (labeled size, objective, variant) -> its runs
@@ -285,7 +287,8 @@ def _table(cells: Cells, treebank: str) -> str:
 _NAMES = {"constraints tag_pairs": "tag pairs", "targets_from labeled": "from labeled",
           "constraints configs/rules/naseem_ud.yaml": "Naseem rules", "targets_from rules": None,
           "unsupervised_schedule linear_decay": "decaying λ", "unsupervised_schedule constant": "constant λ",
-          "penalty kl": "KL penalty", "weighting count": "count weighting"}
+          "penalty kl": "KL penalty", "weighting count": "count weighting",
+          "unlabeled_tags drop": "predicted tags"}
 _COLORS = {"supervised": "0.35", "entropy": "C0", "ge": "C2", "kl": "C4", "combined": "C1", "self_distill": "C5",
            "cross_treebank": "C6"}
 
