@@ -46,6 +46,7 @@ ABLATIONS = {
     "characters": "--model.characters 0",
     "word_dropout": "--model.word_dropout 0.0",
     "tagger": "--model.tagger_weight 0.0",
+    "lstm": "--model.lstm_layers 0",
 }
 DECODERS = ("mst", "eisner", "margin")
 

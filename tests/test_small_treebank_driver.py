@@ -75,4 +75,4 @@ def test_an_ablation_of_an_ingredient_the_recipe_lacks_is_refused(tmp_path, caps
     with pytest.raises(SystemExit) as stop:
         small_treebank.main(["--config", str(recipe), "--ablate", "characters", "--results", str(tmp_path / "r.jsonl")])
     assert stop.value.code == 2 and "has no characters to remove (already --model.characters 0)" in capsys.readouterr().err
-    assert small_treebank.absent_ingredients("configs/small_treebank.yaml", ["layer_mix"]) == []
+    assert small_treebank.absent_ingredients("configs/small_treebank.yaml", ["layer_mix", "lstm"]) == []
