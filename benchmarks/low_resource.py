@@ -25,6 +25,7 @@ import statistics
 import subprocess
 import sys
 import time
+from datetime import date
 from pathlib import Path
 
 import torch
@@ -120,7 +121,7 @@ def other_treebank_teacher(args: argparse.Namespace, record) -> Path:
         return best
     command = ["train.py", "fit", "--config", "configs/likelihood.yaml", "--seed_everything", "1", "--data.seed", "1",
                "--data.treebank", args.teacher_treebank, "--trainer.default_root_dir", str(out)]
-    recorded = {"commit": commit(), "command": shell_command(command)}
+    recorded = {"commit": commit(), "command": shell_command(command), "date": date.today().isoformat()}
     start = time.perf_counter()
     subprocess.run([sys.executable, *command], check=True, cwd=ROOT)
     seconds = time.perf_counter() - start
@@ -164,7 +165,8 @@ def run_cell(objective: str, size: int | str, seed: int, args: argparse.Namespac
         print(f"reusing {out}: already in {args.results}", flush=True)
         return *reused, False
     command = train_command(objective, size, seed, args.treebank, out, teacher or args.teacher, args.train_args)
-    recorded = {"commit": commit(), "command": shell_command(command)}  # before the tree can change
+    # before the tree can change; the date tells which machine's minutes a row's are
+    recorded = {"commit": commit(), "command": shell_command(command), "date": date.today().isoformat()}
     start = time.perf_counter()
     subprocess.run([sys.executable, *command], check=True, cwd=ROOT)
     train_seconds = time.perf_counter() - start
