@@ -80,6 +80,13 @@ def shell_command(command: list[str]) -> str:
     return (f"OMP_NUM_THREADS={threads} " if threads else "") + shlex.join(["python", *command])
 
 
+def provenance(command: list[str]) -> dict:
+    """What a result row records of its run, taken before the run so that the tree cannot
+    change first: the commit, the exact command, and the date (which tells the machine whose
+    minutes the row reports)."""
+    return {"commit": commit(), "command": shell_command(command), "date": date.today().isoformat()}
+
+
 def commit() -> str:
     """``git rev-parse HEAD``, with ``+dirty`` when the work tree has changes not committed
     (tracked or untracked files); ``unknown`` outside a git checkout."""
@@ -121,7 +128,7 @@ def other_treebank_teacher(args: argparse.Namespace, record) -> Path:
         return best
     command = ["train.py", "fit", "--config", "configs/likelihood.yaml", "--seed_everything", "1", "--data.seed", "1",
                "--data.treebank", args.teacher_treebank, "--trainer.default_root_dir", str(out)]
-    recorded = {"commit": commit(), "command": shell_command(command), "date": date.today().isoformat()}
+    recorded = provenance(command)
     start = time.perf_counter()
     subprocess.run([sys.executable, *command], check=True, cwd=ROOT)
     seconds = time.perf_counter() - start
@@ -165,8 +172,7 @@ def run_cell(objective: str, size: int | str, seed: int, args: argparse.Namespac
         print(f"reusing {out}: already in {args.results}", flush=True)
         return *reused, False
     command = train_command(objective, size, seed, args.treebank, out, teacher or args.teacher, args.train_args)
-    # before the tree can change; the date tells which machine's minutes a row's are
-    recorded = {"commit": commit(), "command": shell_command(command), "date": date.today().isoformat()}
+    recorded = provenance(command)
     start = time.perf_counter()
     subprocess.run([sys.executable, *command], check=True, cwd=ROOT)
     train_seconds = time.perf_counter() - start

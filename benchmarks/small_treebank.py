@@ -26,12 +26,11 @@ import shlex
 import subprocess
 import sys
 import time
-from datetime import date
 from pathlib import Path
 
 import yaml
 
-from benchmarks.low_resource import ROOT, commit, shell_command
+from benchmarks.low_resource import ROOT, provenance
 from parser.crossing_margin import best, sweep
 from parser.datamodule import DependencyDataModule
 from parser.evaluate import crossings, evaluate
@@ -57,7 +56,7 @@ def train(args: argparse.Namespace, variant: str) -> dict:
     out = Path(args.output) / name
     command = ["train.py", "fit", "--config", args.config, "--data.treebank", args.treebank,
                "--data.root", str(args.data_root), "--trainer.default_root_dir", str(out), *shlex.split(variant)]
-    recorded = {"commit": commit(), "command": shell_command(command)}  # before the tree can change
+    recorded = provenance(command)
     start = time.perf_counter()
     process = subprocess.Popen([sys.executable, *command], cwd=ROOT)
     _, status, usage = os.wait4(process.pid, 0)  # this process's own CPU time and peak memory
@@ -96,7 +95,7 @@ def score_run(args: argparse.Namespace, ablation: str, variant: str, trained: di
         row = {"treebank": args.treebank, "recipe": args.config, "ablation": ablation, "variant": variant,
                "encoder": trained["config"]["model"]["encoder"], "steps": trained["steps"],
                "cpu_minutes": trained["cpu_minutes"], "wall_minutes": trained["wall_minutes"],
-               "peak_rss_gb": trained["peak_rss_gb"], "date": date.today().isoformat(),
+               "peak_rss_gb": trained["peak_rss_gb"], "date": trained["date"],
                "commit": trained["commit"], "command": trained["command"], "decoder": decoder,
                "crossing_margin": round(margin, 4) if decoder == "margin" else None,
                "predict": f"python -m parser.predict BEST.ckpt SPLIT.conllu OUT.conllu "
