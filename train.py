@@ -11,12 +11,14 @@ with one ``error:`` line; ``--debug`` (anywhere) shows the traceback instead.
 
 from __future__ import annotations
 
+import atexit
 import os
 import sys
 import warnings
 from importlib.util import find_spec
 from pathlib import Path
 
+import torch
 from lightning.pytorch.callbacks import EarlyStopping, LearningRateMonitor, ModelCheckpoint
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
@@ -109,6 +111,17 @@ def _next_version(directory: Path) -> int:
     return max(taken, default=-1) + 1
 
 
+def release_process_group() -> None:
+    """Destroy the ``torch.distributed`` group a many-process run leaves open.
+
+    Lightning destroys only NCCL groups at exit; with gloo (CPU) the group's worker threads
+    can outlive the interpreter and abort the process after a finished run (exit -6,
+    "terminate called without an active exception", pytorch/pytorch#179291).
+    """
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        torch.distributed.destroy_process_group()
+
+
 def main(argv: list[str] | None = None, run: bool = True) -> LightningCLI:
     """Run the CLI on ``argv`` (default: ``sys.argv``, already expanded); ``run=False`` only instantiates."""
     return ParserCLI(
@@ -137,4 +150,5 @@ if __name__ == "__main__":
         sys.argv.remove("--debug")
         os.environ["TREEEXP_DEBUG"] = "1"
     sys.argv[1:] = expand_objective(sys.argv[1:])
+    atexit.register(release_process_group)  # every process Lightning starts runs this block too
     run_reporting_errors(main)
