@@ -25,17 +25,24 @@ def setup(threads: int = 1, seed: int = 0) -> None:
 
 
 def machine() -> str:
-    """One line: CPU, cores, torch version, threads, date."""
+    """One line: CPU, cores, the GPU if any, torch version, threads, date."""
     cpu = platform.processor() or "cpu"
     try:
         with open("/proc/cpuinfo") as info:
             cpu = next(line.split(":", 1)[1].strip() for line in info if line.startswith("model name"))
     except (OSError, StopIteration):
         pass
+    gpu = f", {torch.cuda.get_device_name()}" if torch.cuda.is_available() else ""
     return (
-        f"{cpu}, {os.cpu_count()} cores (shared), torch {torch.__version__}, "
+        f"{cpu}, {os.cpu_count()} cores (shared){gpu}, torch {torch.__version__}, "
         f"{torch.get_num_threads()} thread(s), {datetime.date.today().isoformat()}"
     )
+
+
+def wait_for_device() -> None:
+    """Block until queued CUDA work is done (a no-op on CPU), so a timer measures the work."""
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
 
 
 def interleaved(contenders: dict[str, Callable[[], object]], repeats: int, warmup: int = 1) -> dict[str, list[float]]:
@@ -49,8 +56,10 @@ def interleaved(contenders: dict[str, Callable[[], object]], repeats: int, warmu
     for r in range(warmup + repeats):
         shift = r % len(names)
         for name in names[shift:] + names[:shift]:
+            wait_for_device()
             start = time.perf_counter()
             contenders[name]()
+            wait_for_device()
             elapsed = time.perf_counter() - start
             if r >= warmup:
                 times[name].append(elapsed)
@@ -71,8 +80,10 @@ def interleaved_chunks(
         for i in range(chunks):
             shift = (r + i) % len(names)
             for name in names[shift:] + names[:shift]:
+                wait_for_device()
                 start = time.perf_counter()
                 contenders[name](i)
+                wait_for_device()
                 total[name] += time.perf_counter() - start
         if r >= warmup:
             for name in names:
@@ -88,9 +99,17 @@ def medians(times: dict[str, list[float]]) -> dict[str, float]:
     return {name: median(values) for name, values in times.items()}
 
 
-def peak_memory(function: Callable[[], object]) -> int:
-    """Peak bytes allocated by torch's CPU allocator during one call, above what was live
-    before it (the torch profiler's memory events, replayed in time order)."""
+def peak_memory(function: Callable[[], object], device: str | torch.device = "cpu") -> int:
+    """Peak bytes allocated by torch on ``device`` during one call, above what was live
+    before it: CUDA's allocator statistics, or on CPU the torch profiler's memory events
+    replayed in time order."""
+    if torch.device(device).type == "cuda":
+        wait_for_device()
+        torch.cuda.reset_peak_memory_stats(device)
+        before = torch.cuda.memory_allocated(device)
+        function()
+        wait_for_device()
+        return torch.cuda.max_memory_allocated(device) - before
     from torch.profiler import ProfilerActivity, profile
 
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:

@@ -22,7 +22,10 @@ smoke test). Results and the commands that made them: ``docs/benchmarks.md``.
 Scores come from a seeded random biaffine scorer (random word vectors -> random biaffine
 form plus a distance prior), so they have some realistic structure without a trained
 parser. Every comparison runs its contenders round-robin on the same inputs; times are
-medians over the repeats. ``--threads`` (default 1) sets torch's intra-op threads.
+medians over the repeats. ``--threads`` (default 1) sets torch's intra-op threads;
+``--device cuda`` runs table1, ge, scaling and peers on a GPU (inputs made on the CPU from
+the same seeds, then moved; timers wait for the GPU's queue; peak memory from CUDA's
+allocator).
 """
 
 from __future__ import annotations
@@ -136,6 +139,11 @@ def pad(scores: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
     return out, torch.tensor([s.shape[0] - 1 for s in scores])
 
 
+def moved(device: str, *tensors: torch.Tensor) -> list[torch.Tensor]:
+    """``tensors`` on ``device`` (inputs are made on the CPU, so every device sees the same)."""
+    return [t.to(device) for t in tensors]
+
+
 def length_buckets(lengths: list[int], batch_size: int) -> list[list[int]]:
     """Indices of length-sorted batches (the usual way to batch a test set). Timings
     alternate the contenders batch by batch, the one-by-one routes doing the batch's
@@ -222,7 +230,8 @@ def part_table1(args) -> str:
         singles = [scorer(forms)[None] for forms, _, _ in chosen]
         lengths1 = [torch.tensor([s.shape[-1] - 1]) for s in singles]
         chunks = length_buckets([int(n) for n in lengths1], args.batch_size)
-        batches = [pad([singles[i][0] for i in ids]) for ids in chunks]
+        batches = [moved(args.device, *pad([singles[i][0] for i in ids])) for ids in chunks]
+        singles, lengths1 = moved(args.device, *singles), moved(args.device, *lengths1)
         count = len(singles)
         words = sum(int(n) for n in lengths1)
 
@@ -391,7 +400,8 @@ def part_ge(args) -> str:
         for b, c in enumerate(chunk):
             m = c[2].shape[1]
             f[b, :m, :m] = c[2][0]
-        batches.append((scores, lengths, f, torch.cat([c[3] for c in chunk])))
+        batches.append(moved(args.device, scores, lengths, f, torch.cat([c[3] for c in chunk])))
+    items = [moved(args.device, *item) for item in items]
 
     def each(route):
         return lambda c: [route(*items[i]) for i in chunks[c]]
@@ -474,8 +484,7 @@ def part_scaling(args) -> str:
     results = {name: {} for name in SCALING}
     memory = {name: {} for name in SCALING}
     for n in ns:
-        s, lengths = random_sentence(n)
-        f, t = random_features(n)
+        s, lengths, f, t = moved(args.device, *random_sentence(n), *random_features(n))
         active = {k: v for k, v in SCALING.items() if "Druck" not in k or n <= DS_MAX}
         inner = max(1, int(2000 / n**1.5)) if not args.quick else 1  # calls per timed sample
 
@@ -490,7 +499,7 @@ def part_scaling(args) -> str:
         times |= interleaved({k: repeat(v) for k, v in heavy.items()}, 3 * args.repeats)
         for k, v in times.items():
             results[k][n] = median(v) / inner
-            memory[k][n] = peak_memory(lambda: active[k](s, lengths, f, t))
+            memory[k][n] = peak_memory(lambda: active[k](s, lengths, f, t), args.device)
         print(f"  N={n}: done", file=sys.stderr)
     rows = []
     for name in SCALING:
@@ -596,11 +605,12 @@ def part_peers(args) -> str:
     forms = [[vocab[i] for i in torch.randint(0, 500, (n,), generator=g).tolist()] for _ in range(batch)]
     scores = torch.stack([scorer(f) for f in forms])
     lengths = torch.full((batch,), n)
+    ragged = torch.randint(1, n + 1, (batch,), generator=g)
+    ragged[0] = n
+    scores, lengths, ragged = moved(args.device, scores, lengths, ragged)
 
     # ---- value checks (also on a ragged batch and for the multi-root tree set)
     checks = []
-    ragged = torch.randint(1, n + 1, (batch,), generator=g)
-    ragged[0] = n
     for label, lens in (("full", lengths), ("ragged", ragged)):
         for multiroot in (False, True):
             h_ours = entropy(scores, lens, multiroot)
@@ -863,6 +873,7 @@ def main(argv=None) -> None:
     parser.add_argument("--lengths", type=int, nargs="+", default=[10, 20, 40, 80, 160])
     parser.add_argument("--plot", default=None, help="scaling: write the plot here (PNG)")
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--device", default="cpu", help="table1, ge, scaling, peers: cpu or cuda")
     parser.add_argument("--against", default="5d6ff0c", help="engine: git revision of the 'before' engine")
     parser.add_argument("--against-ge", default=None, help="ge-memory: also time GE at this git revision")
     parser.add_argument("--n", type=int, default=60, help="ge-memory: sentence length")
