@@ -585,7 +585,7 @@ def torch_struct_entropy(scores: torch.Tensor, lengths: torch.Tensor, eps: float
         log_z = deptree_part(potentials, multiroot, lengths, eps=eps)
         mu = deptree_nonproj(potentials, multiroot, lengths, eps=eps)
     n = potentials.shape[-1]
-    real = torch.arange(n)[None, :] < lengths[:, None]
+    real = torch.arange(n, device=lengths.device)[None, :] < lengths[:, None]
     real = real[:, :, None] & real[:, None, :]
     return log_z - (mu * potentials.masked_fill(~real, 0.0)).sum((-2, -1)), log_z, mu
 

@@ -313,13 +313,13 @@ def smith_eisner_entropy_batched(scores, lengths, multiroot=False) -> torch.Tens
     """
     w, ws = _entropy_terms(scores, lengths)
     batch, size = w.shape[0], w.shape[1] - 1
-    replace = torch.eye(size + 1, dtype=torch.bool)[1:]  # (N, N+1): copy m selects column m
+    replace = torch.eye(size + 1, dtype=torch.bool, device=w.device)[1:]  # (N, N+1): copy m selects column m
     x = torch.where(replace[None, :, None, :], ws[:, None], w[:, None])
     lap = _laplacian(x.flatten(0, 1), lengths.repeat_interleave(size), multiroot)
     sign, log_zm = torch.linalg.slogdet(lap.view(batch, size, size, size))
     log_z = torch.linalg.slogdet(_laplacian(w, lengths, multiroot))[1]
     ratio = sign * torch.exp(log_zm - log_z[:, None])
-    real = torch.arange(1, size + 1)[None, :] <= lengths[:, None]
+    real = torch.arange(1, size + 1, device=w.device)[None, :] <= lengths[:, None]
     return log_z - torch.where(real, ratio, 0.0).sum(1)
 
 
@@ -371,7 +371,7 @@ def druck_smith_two_arc_marginals(scores, lengths, multiroot=False) -> torch.Ten
     d = _first_order(x)
     pairs = w[:, :, :, None, None] * w[:, None, None] * (d[:, :, :, None, None] * d[:, None, None] - _pair_term(x))
     size = w.shape[1]
-    same = torch.eye(size * size, dtype=torch.bool).view(size, size, size, size)
+    same = torch.eye(size * size, dtype=torch.bool, device=w.device).view(size, size, size, size)
     return torch.where(same, (w * d)[:, :, :, None, None], pairs)
 
 

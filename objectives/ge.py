@@ -386,6 +386,7 @@ class GeneralizedExpectation(Objective):
         ids = self._ids()
         fires = counts = 0
         for batch in batches:
+            ids = _Ids(*(index.to(batch.heads.device) for index in ids))  # the sample may be on another device
             batch_fires, batch_counts = _gold_counts(ids, batch.heads, batch.upos, batch.lengths, self.num_tags)
             fires, counts = fires + batch_fires, counts + batch_counts
         targets = _rates(torch.as_tensor(fires), torch.as_tensor(counts), self.min_count)

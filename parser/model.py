@@ -282,6 +282,12 @@ class Parser(LightningModule):
         unknown = (batch.upos == self.upos_vocab.unk_index).unsqueeze(-1)
         return dataclasses.replace(batch, upos=torch.where(unknown, predicted.softmax(-1), given))
 
+    def on_fit_end(self) -> None:
+        """The teacher goes where the parser went: Lightning moves the parser back to the
+        CPU after ``fit``, and a teacher left on the GPU would hold its memory."""
+        for teacher in self._teacher:
+            teacher.to(self.device)
+
     @torch.no_grad()
     def teacher_scores(self, batch: Batch) -> Scores:
         """The teacher's scores, its labels in this parser's label vocabulary (by name: a
