@@ -23,7 +23,6 @@ from parser.vocab import Vocab, build_label_vocab, build_upos_vocab, reindex_lab
 
 FIXTURES = Path(__file__).parent / "fixtures"
 MWT = FIXTURES / "mwt_empty.conllu"
-EWT_DEV = Path("/work/shared/data/ud/UD_English-EWT/en_ewt-ud-dev.conllu")
 
 # A valid 3-word sentence; tests break one of its lines.
 WORDS = [
@@ -65,11 +64,10 @@ def test_round_trip_fixture_is_byte_identical():
     assert out.getvalue() == MWT.read_text(encoding="utf-8")
 
 
-@pytest.mark.skipif(not EWT_DEV.exists(), reason="UD_English-EWT not available")
-def test_round_trip_ewt_dev_is_byte_identical(tmp_path):
-    out = tmp_path / "dev.conllu"
-    write_conllu(read_conllu(EWT_DEV), out)
-    assert out.read_bytes() == EWT_DEV.read_bytes()
+def test_round_trip_ewt_dev_is_byte_identical(ud_dir, tmp_path):
+    dev, out = ud_dir / "UD_English-EWT/en_ewt-ud-dev.conllu", tmp_path / "dev.conllu"
+    write_conllu(read_conllu(dev), out)
+    assert out.read_bytes() == dev.read_bytes()
 
 
 def test_write_replaces_only_head_and_deprel(tmp_path):
