@@ -6,7 +6,8 @@ Parsing: ``Parser.parse`` over the first ``--sentences`` sentences of the EWT te
 split into encoder + scorer time and decoding (MST) time. Training: optimiser steps on
 length-bucketed EWT train batches, split into the forward/backward of the whole step and
 the forward/backward of the MTT likelihood alone (measured on the same scores, detached).
-Repeats are interleaved; medians are reported.
+Repeats are interleaved; medians are reported. ``--device cuda`` runs it on a GPU (every
+timer waits for the GPU's queue).
 """
 
 from __future__ import annotations
@@ -18,17 +19,25 @@ import time
 from pathlib import Path
 
 import torch
+from lightning.fabric.utilities.apply_func import move_data_to_device
 
+from benchmarks.common import wait_for_device
 from objectives.likelihood import Likelihood
 from parser.datamodule import DependencyDataModule
 from parser.sentences import read_conllu
 from parser.model import Parser
 
 
+def _clock() -> float:
+    """``time.perf_counter()`` once the GPU's queued work (if any) is done."""
+    wait_for_device()
+    return time.perf_counter()
+
+
 def _seconds(fn) -> float:
-    start = time.perf_counter()
+    start = _clock()
     fn()
-    return time.perf_counter() - start
+    return _clock() - start
 
 
 def parse_split(model: Parser, sentences: list[list[str]], batch_size: int) -> tuple[float, float]:
@@ -38,12 +47,12 @@ def parse_split(model: Parser, sentences: list[list[str]], batch_size: int) -> t
     with torch.no_grad():
         for start in range(0, len(order), batch_size):
             words = order[start : start + batch_size]
-            lengths = torch.tensor([len(w) for w in words])
-            t0 = time.perf_counter()
+            lengths = torch.tensor([len(w) for w in words], device=model.device)
+            t0 = _clock()
             scores = model(words)
-            t1 = time.perf_counter()
+            t1 = _clock()
             model.decode(scores, lengths)
-            t2 = time.perf_counter()
+            t2 = _clock()
             score_time, decode_time = score_time + t1 - t0, decode_time + t2 - t1
     return score_time, decode_time
 
@@ -54,13 +63,13 @@ def train_split(model: Parser, batches: list, objective: Likelihood) -> tuple[fl
     model.train()
     step_time = objective_time = 0.0
     for batch in batches:
-        t0 = time.perf_counter()
+        t0 = _clock()
         scores = model(batch.words)
         loss = objective(scores, batch)
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
-        step_time += time.perf_counter() - t0
+        step_time += _clock() - t0
         detached = type(scores)(scores.arcs.detach().requires_grad_(), scores.labels.detach().requires_grad_())
         objective_time += _seconds(lambda: objective(detached, batch).backward())
     return step_time, objective_time
@@ -74,6 +83,7 @@ def main() -> None:
     cli.add_argument("--train-batches", type=int, default=4)
     cli.add_argument("--batch-size", type=int, default=32)
     cli.add_argument("--repeats", type=int, default=3)
+    cli.add_argument("--device", default="cpu", help="cpu or cuda")
     args = cli.parse_args()
 
     data = DependencyDataModule(root=args.data_root)
@@ -81,10 +91,11 @@ def main() -> None:
     model = Parser.load(args.checkpoint) if args.checkpoint else Parser(labels=data.label_vocab.itos)
     if args.checkpoint:
         data.label_vocab = model.label_vocab
+    model = model.to(args.device)
     test = read_conllu(next((Path(args.data_root) / "UD_English-EWT").glob("*-ud-test.conllu")))
     sentences = [s.words for s in test[: args.sentences]]
     loader = iter(data.train_dataloader())
-    batches = [next(loader) for _ in range(args.train_batches)]
+    batches = [move_data_to_device(next(loader), args.device) for _ in range(args.train_batches)]
     train_sentences = sum(len(b.words) for b in batches)
 
     parse_runs, train_runs = [], []
@@ -97,7 +108,8 @@ def main() -> None:
     decode = statistics.median(r[1] for r in parse_runs)
     step = statistics.median(r[0] for r in train_runs)
     mtt = statistics.median(r[1] for r in train_runs)
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {len(sentences)} test sentences, "
+    where = torch.cuda.get_device_name(args.device) if args.device.startswith("cuda") else f"{torch.get_num_threads()} threads"
+    print(f"torch {torch.__version__}, {where}, {len(sentences)} test sentences, "
           f"{train_sentences} training sentences in {len(batches)} batches, median of {args.repeats}")
     print("| measure | value |\n|---|---:|")
     print(f"| parsing, sentences/s (decoding included) | {len(sentences) / (score + decode):.1f} |")
