@@ -134,7 +134,7 @@ def test_small_treebank_config_is_the_reported_wolof_recipe(tiny_bert_dir):
     hp = cli.model.hparams
     assert (hp.layer_mix, hp.characters, hp.word_dropout, hp.tagger_weight, hp.encoder_lr) == (True, 0, 0.15, 1.0, 2e-4)
     assert cli.datamodule.treebank == "UD_Wolof-WTB" and cli.datamodule.batch_tokens == 500
-    assert hp.freeze_encoder == "embeddings" and cli.trainer.max_epochs == 10
+    assert hp.freeze_encoder == "embeddings" and cli.trainer.max_epochs == 15
     assert hp.lstm_layers == 2 and cli.model.encoder.hidden_size == 2 * hp.lstm_size
     assert cli.model.encoder.characters is None
 
@@ -220,9 +220,9 @@ def test_low_resource_report_has_a_table_per_treebank(tmp_path):
     results.write_text("".join(json.dumps(row) + "\n" for row in rows))
     ewt, wolof = report(results).split("**UD_Wolof-WTB**")
     assert ewt.startswith("**UD_English-EWT**") and "89.75" in ewt and "89.75" not in wolof
-    # EWT: (60 - 52) / (89.75 - 52); Wolof: (47 - 42) / (73.76 - 42)
+    # EWT: (60 - 52) / (89.75 - 52); Wolof: (47 - 42) / (76.11 - 42)
     assert "| 100 | self_distill | round 1 | 3 | 70.00 ± 0.00 | 60.00 ± 1.00 | 21% |" in ewt
-    assert "| 100 | self_distill | round 1 encoder multilingual-e5-small | 3 | 70.00 ± 0.00 | 47.00 ± 1.00 | 16% |" in wolof
+    assert "| 100 | self_distill | round 1 encoder multilingual-e5-small | 3 | 70.00 ± 0.00 | 47.00 ± 1.00 | 15% |" in wolof
     assert figure(results, tmp_path / "figure.png").read_bytes().startswith(b"\x89PNG")
 
 
