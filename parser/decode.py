@@ -11,12 +11,14 @@
    contractions, so O(n^3) worst case; at treebank lengths the cost is mostly Python
    overhead per contraction.
 
-The single-root constraint is exact and costs one CLE call: every root arc is lowered
-by a constant larger than the spread of any tree's score, so the best tree of the
-reweighted graph has one root child, and among such trees the ranking is unchanged
-(the reweighting of Stanojević & Cohen 2021). `-inf` arcs are handled the same way,
-with a finite penalty: the result uses as few `-inf` arcs as any (single-root) tree
-can, and among those trees maximises the score; so a valid tree is returned even when
+The single-root constraint is exact and enforced inside Chu-Liu-Edmonds: while the
+cycle-free greedy graph gives the root several children, the root arc that costs least to
+give up is swapped for its child's best other arc (Gabow & Tarjan 1984, in the form of
+Zmigrod, Vieira & Cotterell 2020): a few extra steps instead of the up to n contractions
+that lowering every root arc costs (the reweighting of Stanojević & Cohen 2021, used here
+until 2026-11-24 and 5x slower on a trained parser's scores: `python -m benchmarks.decode`).
+`-inf` arcs get a finite penalty: the result uses as few `-inf` arcs as any (single-root)
+tree can, and among those trees maximises the score; so a valid tree is returned even when
 every tree scores `-inf`.
 """
 
@@ -68,10 +70,8 @@ def mst(scores: Tensor, lengths: Tensor, multiroot: bool = False, projective: bo
     slow_scores = masked[slow_ids].to("cpu", torch.float64).numpy()
     slow_heads = np.zeros((len(slow_ids), size), dtype=np.int64)
     for row, n in enumerate(lengths[slow_ids].tolist()):
-        weights = _tree_weights(
-            slow_scores[row, : n + 1, : n + 1], single_root=not multiroot
-        )
-        slow_heads[row, : n + 1] = chu_liu_edmonds(weights)
+        weights = _tree_weights(slow_scores[row, : n + 1, : n + 1])
+        slow_heads[row, : n + 1] = chu_liu_edmonds(weights, single_root=not multiroot)
     heads[slow_ids] = torch.from_numpy(slow_heads).to(heads.device)
     return heads
 
@@ -135,32 +135,58 @@ def mst_labels(label_scores: Tensor, heads: Tensor, lengths: Tensor) -> Tensor:
     return labels.masked_fill(~word_mask(lengths.to(heads.device), size - 1), IGNORE_INDEX)
 
 
-def chu_liu_edmonds(weights: np.ndarray) -> np.ndarray:
+def chu_liu_edmonds(weights: np.ndarray, single_root: bool = False) -> np.ndarray:
     """Exact maximum spanning arborescence of one dense graph rooted at node 0.
 
     Contracts one cycle of the greedy graph at a time (iteratively, so long sentences
-    cannot hit the recursion limit), then expands the contractions in reverse.
+    cannot hit the recursion limit), then expands the contractions in reverse. With
+    ``single_root``, whenever the greedy graph has no cycle but several root children,
+    the root arc with the smallest loss (its weight minus the best other arc into its
+    child) is swapped for that other arc, and a cycle this closes is contracted in turn
+    (Gabow & Tarjan 1984, as in Zmigrod, Vieira & Cotterell 2020).
 
     Args:
         weights: `(n+1, n+1)` float, `weights[h, m]` the weight of the arc h -> m,
-            `-inf` for no arc; column 0 and the diagonal must be `-inf`. Some tree must
-            use finite arcs only (`_tree_weights` makes all arcs finite). Not modified.
+            `-inf` for no arc; column 0 and the diagonal must be `-inf`. Some tree (with
+            ``single_root``, some single-root tree) must use finite arcs only
+            (`_tree_weights` makes all arcs finite). Not modified.
+        single_root: the root has exactly one child.
 
     Returns:
         heads: `(n+1,)` int64, `heads[0] == 0`.
     """
-    contractions = []
+    graph, contractions = weights, []
+    heads = graph.argmax(0)
+    heads[0] = 0
     while True:
-        heads = weights.argmax(0)
-        heads[0] = 0
         cycle = _find_cycle(heads)
-        if cycle is None:
+        if cycle is not None:
+            graph, contraction = _contract(graph, heads, cycle)
+            contractions.append(contraction)
+            heads = _contracted_heads(graph, heads, cycle, contraction[2])
+            continue
+        children = np.flatnonzero(heads[1:] == 0) + 1
+        if not single_root or len(children) < 2:
             break
-        weights, contraction = _contract(weights, heads, cycle)
-        contractions.append(contraction)
+        # Swap: the root child that loses least takes its best other head (maybe a cycle).
+        others = graph[1:, children].argmax(0) + 1
+        loss = graph[0, children] - graph[others, children]
+        cheapest = loss.argmin()
+        heads[children[cheapest]] = others[cheapest]
     for contraction in reversed(contractions):
         heads = _expand(heads, *contraction)
     return heads
+
+
+def _contracted_heads(graph: np.ndarray, heads: np.ndarray, cycle: np.ndarray, rest: np.ndarray) -> np.ndarray:
+    """Heads `(k+1,)` in the contracted `graph` `(k+1, k+1)`: the `k` nodes in `rest` keep
+    theirs (a head in `cycle` becomes the new node `k`), the new node takes its best arc."""
+    position = np.empty(len(heads), dtype=np.int64)
+    position[rest] = np.arange(len(rest))
+    position[cycle] = len(rest)
+    contracted = np.append(position[heads[rest]], graph[:, len(rest)].argmax())
+    contracted[0] = 0
+    return contracted
 
 
 def _contract(
@@ -240,13 +266,11 @@ def _is_tree(heads: Tensor) -> Tensor:
     return (ancestor == 0).all(1)
 
 
-def _tree_weights(scores: np.ndarray, single_root: bool) -> np.ndarray:
-    """Finite weights `(n+1, n+1)` whose best unconstrained tree is the tree we want.
+def _tree_weights(scores: np.ndarray) -> np.ndarray:
+    """Finite weights `(n+1, n+1)` whose best tree (of any set) is the tree we want.
 
-    Trees are ranked lexicographically by (one root child, if `single_root`; fewest
-    `-inf` arcs; score). `-inf` arcs get a finite penalty so low that one more of them
-    always loses; then, for the root constraint, every root arc is lowered by more
-    than the spread of any tree's score (Stanojević & Cohen 2021). Non-arcs (column 0,
+    Trees are ranked lexicographically by (fewest `-inf` arcs; score): `-inf` arcs get a
+    finite penalty so low that one more of them always loses. Non-arcs (column 0,
     diagonal) stay `-inf`. Returns a new array.
     """
     size = scores.shape[0]
@@ -258,8 +282,6 @@ def _tree_weights(scores: np.ndarray, single_root: bool) -> np.ndarray:
     )
     penalty = low - size * (high - low) - 1.0
     weights = np.where(finite, scores, penalty)
-    if single_root:
-        weights[0] -= size * (high - penalty) + 1.0
     weights[~arcs] = -np.inf
     return weights
 
