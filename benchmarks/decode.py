@@ -1,14 +1,19 @@
-"""Decoding speed of `parser.decode.mst` against a plain per-sentence reference.
+"""Decoding speed of `parser.decode.mst` against two single-root baselines.
 
 Sentence lengths come from the UD English-EWT test set (`$UD_DIR`, default
 `<repo>/../shared/data/ud`), or are sampled (mean 12, max 80) if it is missing.
 Scores are either gaussian ("random", the worst case: nearly every sentence needs
-Chu-Liu-Edmonds) or gaussian plus 10 on the arcs of a random tree ("peaked", like a
-trained parser). The reference decodes each sentence alone with one unconstrained
-CLE per candidate root child. Prints the median, over interleaved repeats, of the
-milliseconds per sentence.
+Chu-Liu-Edmonds) or gaussian plus 10 on the arcs of a random tree ("peaked"); with
+``--checkpoint``, also a trained parser's scores of its treebank's test sentences
+("trained"). Baselines: "reweighted" takes the greedy heads where they form a
+single-root tree, else lowers every root arc by more than any tree's score spread and
+runs one unconstrained CLE (Stanojević & Cohen 2021; `mst` until 2026-11-24); "reference"
+runs one unconstrained CLE per candidate root child. Prints the median, over
+interleaved repeats, of the milliseconds per sentence, and checks that every method
+finds trees of the same score.
 
-    python3 -m benchmarks.decode [--sentences 300] [--repeats 3] [--batch-size 32]
+    python3 -m benchmarks.decode [--sentences 300] [--repeats 3] [--batch-size 32] \
+        [--checkpoint best.ckpt --treebank UD_Wolof-WTB]
 """
 
 import argparse
@@ -19,18 +24,21 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from parser.decode import chu_liu_edmonds, mst
+from parser.decode import _find_cycle, _tree_weights, chu_liu_edmonds, mst
+from parser.model import Parser
+from parser.sentences import read_conllu
 
 REPO = Path(__file__).resolve().parents[1]
 TEST_SET = "UD_English-EWT/en_ewt-ud-test.conllu"
 
 
+def ud_root() -> Path:
+    return Path(os.environ.get("UD_DIR", REPO.parent / "shared" / "data" / "ud"))
+
+
 def ud_lengths(rng: np.random.Generator) -> np.ndarray:
     """Words per sentence of the EWT test set, or a UD-like sample."""
-    path = (
-        Path(os.environ.get("UD_DIR", REPO.parent / "shared" / "data" / "ud"))
-        / TEST_SET
-    )
+    path = ud_root() / TEST_SET
     if not path.is_file():
         print(f"{path} not found: sampling lengths")
         return np.clip(rng.gamma(2.0, 6.0, size=2000).round(), 1, 80).astype(int)
@@ -63,6 +71,35 @@ def make_batches(
                 scores[b, heads, order] += 10.0
         batches.append((torch.from_numpy(scores).float(), torch.from_numpy(chunk)))
     return batches
+
+
+def trained_batches(checkpoint: str, treebank: str, sentences: int, batch_size: int):
+    """A trained parser's arc scores `(B, N+1, N+1)` float32 of the first ``sentences``
+    test sentences of ``treebank``, in length-sorted batches, with their lengths `(B,)`."""
+    model = Parser.load(checkpoint).eval()
+    test = read_conllu(next((ud_root() / treebank).glob("*-ud-test.conllu")))
+    words = sorted((s.words for s in test[:sentences]), key=len)
+    with torch.no_grad():
+        return [(model(words[i : i + batch_size]).arcs.float(), torch.tensor([len(w) for w in words[i : i + batch_size]]))
+                for i in range(0, len(words), batch_size)]
+
+
+def reweighted(scores: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    """Single-root heads `(B, N+1)`: per sentence, the greedy heads where they form a
+    single-root tree, else one unconstrained CLE after every root arc is lowered by more
+    than the spread of any tree's score (`mst` until 2026-11-24)."""
+    heads = torch.zeros(scores.shape[:2], dtype=torch.long)
+    for b, n in enumerate(lengths.tolist()):
+        weights = _tree_weights(scores[b, : n + 1, : n + 1].double().numpy())
+        greedy = weights.argmax(0)
+        greedy[0] = 0
+        if _find_cycle(greedy) is None and np.count_nonzero(greedy[1:] == 0) == 1:
+            heads[b, : n + 1] = torch.from_numpy(greedy)
+            continue
+        finite = weights[np.isfinite(weights)]
+        weights[0] -= (n + 1) * (finite.max() - finite.min()) + 1.0
+        heads[b, : n + 1] = torch.from_numpy(chu_liu_edmonds(weights))
+    return heads
 
 
 def reference(scores: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
@@ -100,6 +137,8 @@ def main() -> None:
     )
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--checkpoint", help="a trained parser: also decode its scores")
+    parser.add_argument("--treebank", default="UD_English-EWT", help="whose test set --checkpoint parses")
     args = parser.parse_args()
     torch.set_num_threads(1)
     rng = np.random.default_rng(0)
@@ -111,28 +150,34 @@ def main() -> None:
         f"{len(lengths)} sentences, mean {lengths.mean():.1f} words, "
         f"max {lengths.max()}"
     )
+    kinds = {kind: make_batches(lengths, kind, args.batch_size, rng) for kind in ("peaked", "random")}
+    if args.checkpoint:
+        kinds["trained"] = trained_batches(args.checkpoint, args.treebank, args.sentences, args.batch_size)
+        trained = torch.cat([n for _, n in kinds["trained"]]).double()
+        print(f"trained: {args.treebank}, {len(trained)} test sentences, mean {trained.mean():.1f} words")
 
     methods = {
         "mst": lambda s, n: mst(s, n),
         "mst multiroot": lambda s, n: mst(s, n, multiroot=True),
+        "reweighted": reweighted,
         "reference": reference,
     }
-    print(f"{'scores':<8} {'method':<14} {'ms/sentence':>11}")
-    for kind in ("peaked", "random"):
-        batches = make_batches(lengths, kind, args.batch_size, rng)
+    print(f"{'scores':<8} {'method':<14} {'ms/sentence':>11} {'reweighted / method':>20}")
+    for kind, batches in kinds.items():
+        sentences = sum(len(n) for _, n in batches)
         times = {name: [] for name in methods}
         outputs = {}
         for _ in range(args.repeats):
             for name, decode in methods.items():
                 start = time.perf_counter()
                 outputs[name] = [decode(s, n) for s, n in batches]
-                times[name].append((time.perf_counter() - start) * 1e3 / len(lengths))
+                times[name].append((time.perf_counter() - start) * 1e3 / sentences)
         for name in methods:
-            print(f"{kind:<8} {name:<14} {np.median(times[name]):11.3f}")
-        gap = total_score(batches, outputs["reference"]) - total_score(
-            batches, outputs["mst"]
-        )
-        assert abs(gap) < 1e-3 * len(lengths), f"mst and reference disagree by {gap}"
+            ratio = np.median(times["reweighted"]) / np.median(times[name])
+            print(f"{kind:<8} {name:<14} {np.median(times[name]):11.3f} {ratio:19.2f}x")
+        for name in ("mst", "reweighted"):
+            gap = total_score(batches, outputs["reference"]) - total_score(batches, outputs[name])
+            assert abs(gap) < 1e-3 * sentences, f"{name} and reference disagree by {gap}"
 
 
 if __name__ == "__main__":

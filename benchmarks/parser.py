@@ -1,10 +1,10 @@
 """Parser throughput on this machine: training and parsing sentences/s, and where the time goes.
 
-    python -m benchmarks.parser --checkpoint runs/.../best.ckpt [--sentences 500] [--repeats 3]
+    python -m benchmarks.parser --checkpoint runs/.../best.ckpt [--treebank UD_English-EWT] [--sentences 500] [--repeats 3]
 
-Parsing: ``Parser.parse`` over the first ``--sentences`` sentences of the EWT test file,
+Parsing: ``Parser.parse`` over the first ``--sentences`` sentences of the treebank's test file,
 split into encoder + scorer time and decoding (MST) time. Training: optimiser steps on
-length-bucketed EWT train batches, split into the forward/backward of the whole step and
+length-bucketed train batches of the same treebank, split into the forward/backward of the whole step and
 the forward/backward of the MTT likelihood alone (measured on the same scores, detached).
 Repeats are interleaved; medians are reported. ``--device cuda`` runs it on a GPU (every
 timer waits for the GPU's queue).
@@ -79,6 +79,7 @@ def main() -> None:
     cli = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     cli.add_argument("--checkpoint", help="trained parser (default: an untrained MiniLM parser)")
     cli.add_argument("--data-root", default=os.environ.get("UD_DIR", "data/ud"))
+    cli.add_argument("--treebank", default="UD_English-EWT", help="a UD_<Treebank> folder under --data-root")
     cli.add_argument("--sentences", type=int, default=500)
     cli.add_argument("--train-batches", type=int, default=4)
     cli.add_argument("--batch-size", type=int, default=32)
@@ -86,13 +87,13 @@ def main() -> None:
     cli.add_argument("--device", default="cpu", help="cpu or cuda")
     args = cli.parse_args()
 
-    data = DependencyDataModule(root=args.data_root)
+    data = DependencyDataModule(treebank=args.treebank, root=args.data_root)
     data.setup("fit")
     model = Parser.load(args.checkpoint) if args.checkpoint else Parser(labels=data.label_vocab.itos)
     if args.checkpoint:
         data.label_vocab = model.label_vocab
     model = model.to(args.device)
-    test = read_conllu(next((Path(args.data_root) / "UD_English-EWT").glob("*-ud-test.conllu")))
+    test = read_conllu(next((Path(args.data_root) / args.treebank).glob("*-ud-test.conllu")))
     sentences = [s.words for s in test[: args.sentences]]
     loader = iter(data.train_dataloader())
     batches = [move_data_to_device(next(loader), args.device) for _ in range(args.train_batches)]
@@ -109,11 +110,12 @@ def main() -> None:
     step = statistics.median(r[0] for r in train_runs)
     mtt = statistics.median(r[1] for r in train_runs)
     where = torch.cuda.get_device_name(args.device) if args.device.startswith("cuda") else f"{torch.get_num_threads()} threads"
-    print(f"torch {torch.__version__}, {where}, {len(sentences)} test sentences, "
+    print(f"torch {torch.__version__}, {where}, {args.treebank}: {len(sentences)} test sentences, "
           f"{train_sentences} training sentences in {len(batches)} batches, median of {args.repeats}")
     print("| measure | value |\n|---|---:|")
     print(f"| parsing, sentences/s (decoding included) | {len(sentences) / (score + decode):.1f} |")
     print(f"| decoding share of parsing time | {100 * decode / (score + decode):.1f}% |")
+    print(f"| decoding, ms per sentence | {1000 * decode / len(sentences):.3f} |")
     print(f"| training, sentences/s | {train_sentences / step:.1f} |")
     print(f"| MTT likelihood (forward + backward) share of a training step | {100 * mtt / step:.1f}% |")
 
