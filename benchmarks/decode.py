@@ -84,18 +84,31 @@ def trained_batches(checkpoint: str, treebank: str, sentences: int, batch_size: 
                 for i in range(0, len(words), batch_size)]
 
 
+def greedy_tree(scores: np.ndarray) -> np.ndarray | None:
+    """Each word's best head `(n+1,)` from one sentence's scores `(n+1, n+1)`, if that is a
+    single-root tree (what `mst` keeps without Chu-Liu-Edmonds), else None."""
+    greedy = _tree_weights(scores).argmax(0)
+    greedy[0] = 0
+    return greedy if _find_cycle(greedy) is None and np.count_nonzero(greedy[1:] == 0) == 1 else None
+
+
+def needs_cle(scores: torch.Tensor, lengths: torch.Tensor) -> int:
+    """How many sentences of a batch `(B, N+1, N+1)` go to Chu-Liu-Edmonds."""
+    return sum(greedy_tree(scores[b, : n + 1, : n + 1].double().numpy()) is None for b, n in enumerate(lengths.tolist()))
+
+
 def reweighted(scores: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
     """Single-root heads `(B, N+1)`: per sentence, the greedy heads where they form a
     single-root tree, else one unconstrained CLE after every root arc is lowered by more
     than the spread of any tree's score (`mst` until 2026-11-24)."""
     heads = torch.zeros(scores.shape[:2], dtype=torch.long)
     for b, n in enumerate(lengths.tolist()):
-        weights = _tree_weights(scores[b, : n + 1, : n + 1].double().numpy())
-        greedy = weights.argmax(0)
-        greedy[0] = 0
-        if _find_cycle(greedy) is None and np.count_nonzero(greedy[1:] == 0) == 1:
+        sentence = scores[b, : n + 1, : n + 1].double().numpy()
+        greedy = greedy_tree(sentence)
+        if greedy is not None:
             heads[b, : n + 1] = torch.from_numpy(greedy)
             continue
+        weights = _tree_weights(sentence)
         finite = weights[np.isfinite(weights)]
         weights[0] -= (n + 1) * (finite.max() - finite.min()) + 1.0
         heads[b, : n + 1] = torch.from_numpy(chu_liu_edmonds(weights))
@@ -154,7 +167,9 @@ def main() -> None:
     if args.checkpoint:
         kinds["trained"] = trained_batches(args.checkpoint, args.treebank, args.sentences, args.batch_size)
         trained = torch.cat([n for _, n in kinds["trained"]]).double()
-        print(f"trained: {args.treebank}, {len(trained)} test sentences, mean {trained.mean():.1f} words")
+        slow = sum(needs_cle(s, n) for s, n in kinds["trained"])
+        print(f"trained: {args.treebank}, {len(trained)} test sentences, mean {trained.mean():.1f} words, "
+              f"{100 * slow / len(trained):.0f}% of them not a single-root tree by each word's best head")
 
     methods = {
         "mst": lambda s, n: mst(s, n),
