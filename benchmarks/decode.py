@@ -84,17 +84,18 @@ def trained_batches(checkpoint: str, treebank: str, sentences: int, batch_size: 
                 for i in range(0, len(words), batch_size)]
 
 
-def greedy_tree(scores: np.ndarray) -> np.ndarray | None:
-    """Each word's best head `(n+1,)` from one sentence's scores `(n+1, n+1)`, if that is a
-    single-root tree (what `mst` keeps without Chu-Liu-Edmonds), else None."""
-    greedy = _tree_weights(scores).argmax(0)
+def greedy_tree(weights: np.ndarray) -> np.ndarray | None:
+    """Each word's best head `(n+1,)` from one sentence's `_tree_weights` `(n+1, n+1)`, if
+    that is a single-root tree (what `mst` keeps without Chu-Liu-Edmonds), else None."""
+    greedy = weights.argmax(0)
     greedy[0] = 0
     return greedy if _find_cycle(greedy) is None and np.count_nonzero(greedy[1:] == 0) == 1 else None
 
 
 def needs_cle(scores: torch.Tensor, lengths: torch.Tensor) -> int:
     """How many sentences of a batch `(B, N+1, N+1)` go to Chu-Liu-Edmonds."""
-    return sum(greedy_tree(scores[b, : n + 1, : n + 1].double().numpy()) is None for b, n in enumerate(lengths.tolist()))
+    return sum(greedy_tree(_tree_weights(scores[b, : n + 1, : n + 1].double().numpy())) is None
+               for b, n in enumerate(lengths.tolist()))
 
 
 def reweighted(scores: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
@@ -103,12 +104,11 @@ def reweighted(scores: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
     than the spread of any tree's score (`mst` until 2026-11-24)."""
     heads = torch.zeros(scores.shape[:2], dtype=torch.long)
     for b, n in enumerate(lengths.tolist()):
-        sentence = scores[b, : n + 1, : n + 1].double().numpy()
-        greedy = greedy_tree(sentence)
+        weights = _tree_weights(scores[b, : n + 1, : n + 1].double().numpy())
+        greedy = greedy_tree(weights)
         if greedy is not None:
             heads[b, : n + 1] = torch.from_numpy(greedy)
             continue
-        weights = _tree_weights(sentence)
         finite = weights[np.isfinite(weights)]
         weights[0] -= (n + 1) * (finite.max() - finite.min()) + 1.0
         heads[b, : n + 1] = torch.from_numpy(chu_liu_edmonds(weights))
