@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import torch
 from torch import Tensor
-from torch.autograd.function import once_differentiable
 
 from .mtt import (
     Factorisation,
     Prepared,
+    closed_form_gradient,
     exact_derivatives,
     laplacian,
     log_partition_and_marginals_from,
@@ -79,34 +79,18 @@ def expectation_from(prepared: Prepared, r: Tensor) -> Tensor:
         if filled.dim() == 4 or r.requires_grad:  # labeled, or r needs its own gradient
             mu = log_partition_and_marginals_from(prepared, with_log_z=False)[1]
             return _contract(mu, r.to(mu.dtype))
-        if torch.is_grad_enabled() and arcs.requires_grad:
-            return _Expectation.apply(arcs, r, factor)
-        return _contract(factor.marginals(), r.to(factor.weights.dtype)).to(arcs.dtype)
+        features = r.to(factor.weights.dtype)
+        value = _contract(factor.marginals(), features).to(arcs.dtype)
+        if not (torch.is_grad_enabled() and arcs.requires_grad):
+            return value
+        # the gradient sum_k g_k Cov(r_k, 1_e): one marginal VJP in the direction r g
+        direction = lambda grad: (features.flatten(1, -2) @ grad.unsqueeze(-1)).view_as(factor.weights)  # noqa: E731
+        return closed_form_gradient(arcs, value, factor, direction)
 
 
 def _contract(mu: Tensor, r: Tensor) -> Tensor:
     """``sum_e mu_e r_e``: ``(B, ...)``, ``(B, ..., R)`` -> ``(B, R)`` (one batched matmul)."""
     return (mu.flatten(1).unsqueeze(1) @ r.flatten(1, -2)).squeeze(1)
-
-
-class _Expectation(torch.autograd.Function):
-    """Unlabeled scores -> ``E[r]`` for constant ``r``; the gradient ``sum_k g_k Cov(r_k, 1_e)``
-    is one closed-form marginal VJP in the direction ``r g`` (T2 with R = 1)."""
-
-    @staticmethod
-    def forward(ctx, arcs: Tensor, r: Tensor, factor: Factorisation) -> Tensor:
-        ctx.factor, ctx.r = factor, r
-        return _contract(factor.marginals(), r.to(factor.weights.dtype)).to(arcs.dtype)
-
-    @staticmethod
-    @once_differentiable
-    def backward(ctx, grad: Tensor):
-        factor = ctx.factor
-        with no_autocast(grad.device):
-            dtype = factor.weights.dtype
-            direction = (ctx.r.to(dtype).flatten(1, -2) @ grad.to(dtype).unsqueeze(-1)).view(factor.weights.shape)
-            vjp = factor.marginal_vjp(direction)  # sum_k r_k g_k
-        return vjp.to(grad.dtype), None, None
 
 
 def entropy(scores: Tensor, lengths: Tensor, multiroot: bool = False, validate: bool = True) -> Tensor:
@@ -121,9 +105,12 @@ def entropy_from(prepared: Prepared) -> Tensor:
         if filled.dim() == 4:
             log_z, mu = log_partition_and_marginals_from(prepared)
             return (log_z - (mu * _finite(filled)).flatten(1).sum(1)).clamp_min(0.0)  # < 0 only by rounding
-        if torch.is_grad_enabled() and arcs.requires_grad:
-            return _Entropy.apply(arcs, factor)
-        return _entropy(factor).to(arcs.dtype)
+        value = _entropy(factor).to(arcs.dtype)
+        if not (torch.is_grad_enabled() and arcs.requires_grad):
+            return value
+        # the gradient -H s (H the Hessian of log Z): the marginal VJP in the direction -g s
+        direction = lambda grad: factor.finite_log_weights() * grad.neg().view(-1, 1, 1)  # noqa: E731
+        return closed_form_gradient(arcs, value, factor, direction)
 
 
 def _entropy(factor: Factorisation) -> Tensor:
@@ -136,24 +123,6 @@ def _entropy(factor: Factorisation) -> Tensor:
     """
     expected = (factor.marginals() * factor.finite_log_weights()).sum((-2, -1))  # sum_e mu_e s_e
     return (factor.log_det - expected).clamp_min_(0.0)  # < 0 only by rounding
-
-
-class _Entropy(torch.autograd.Function):
-    """Unlabeled scores -> entropy; the gradient ``-H s`` (``H`` the Hessian of log Z) is one
-    closed-form marginal VJP, with no autograd graph."""
-
-    @staticmethod
-    def forward(ctx, arcs: Tensor, factor: Factorisation) -> Tensor:
-        ctx.factor = factor
-        return _entropy(factor).to(arcs.dtype)
-
-    @staticmethod
-    @once_differentiable
-    def backward(ctx, grad: Tensor):
-        with no_autocast(grad.device):
-            vjp = ctx.factor.marginal_vjp(ctx.factor.finite_log_weights())
-            out = vjp.mul_(grad.to(vjp.dtype).view(-1, 1, 1).neg())  # the sign on (B,), not on the VJP
-        return out.to(grad.dtype), None
 
 
 def cross_entropy(

@@ -31,11 +31,11 @@ import torch
 import torch.distributed as dist
 import yaml
 from torch import Tensor
-from torch.autograd.function import once_differentiable
 
 from ._common import full_precision
 from .conventions import UPOS_TAGS, word_mask
-from .mtt import Factorisation, log_partition_and_marginals_from, no_autocast, prepare
+from .distribution import TreeCRF
+from .mtt import no_autocast
 from .objective import Objective, ObjectiveContext, Scores, TreeBatch
 
 __all__ = [
@@ -225,24 +225,6 @@ def estimate_targets(
     return _rates(*_gold_counts(ids, heads, upos, lengths, len(upos_vocab)), min_count)
 
 
-class _CovarianceGradient(torch.autograd.Function):
-    """Returns a precomputed penalty; its gradient w.r.t. the arc scores is
-    ``scale * Cov(r(d), 1_e)`` (T2 with R = 1: the marginal VJP in the direction ``r``
-    ``(B, N+1, N+1)``), from the forward's factorisation."""
-
-    @staticmethod
-    def forward(ctx, arcs: Tensor, value: Tensor, factor: Factorisation, r: Tensor, scale: float) -> Tensor:
-        ctx.factor, ctx.r, ctx.scale = factor, r, scale
-        return value.clone()
-
-    @staticmethod
-    @once_differentiable
-    def backward(ctx, grad: Tensor):
-        with no_autocast(grad.device):
-            per_arc = ctx.factor.marginal_vjp(ctx.r.to(ctx.factor.weights.dtype))
-        return (per_arc * (grad * ctx.scale)).to(grad.dtype), None, None, None, None
-
-
 class GeneralizedExpectation(Objective):
     """GE penalty pulling the model's attachment rates ``p_k`` towards the constraints' targets.
 
@@ -402,26 +384,25 @@ class GeneralizedExpectation(Objective):
         if batch.upos is None:
             raise ValueError(NO_UPOS)
         arcs = full_precision(scores.arcs)
+        crf = TreeCRF(arcs, batch.lengths, self.multiroot, validate_args=False)
         with no_autocast(arcs.device):
-            prepared = prepare(arcs, batch.lengths, self.multiroot, validate=False)
             tags = tag_distributions(batch.upos, batch.lengths, self.num_tags, arcs.dtype)
             self._check_tags(tags)
             group = self._group()
             if self.gradient == "reverse":
-                mu = log_partition_and_marginals_from(prepared, with_log_z=False)[1]
-                return self._loss(self._sum(group, self._statistics(ids, mu, tags)))
-            mu = prepared.factor.marginals().to(arcs.dtype)
-            stats = self._statistics(ids, mu, tags)
+                return self._loss(self._sum(group, self._statistics(ids, crf.marginals, tags)))
+            stats = self._statistics(ids, crf.marginals.detach(), tags)
             if group is not None:
                 dist.all_reduce(stats, group=group)
             with torch.enable_grad():  # the slope dPenalty/dE: autograd over K numbers
                 expected = stats[: len(ids.child)].detach().requires_grad_()
                 value = self._loss(torch.cat([expected, stats[len(ids.child) :]]))
                 (slope,) = torch.autograd.grad(value, expected)
-            value = value.detach()
             r = _arc_weights(ids, slope, tags)  # (B, N+1, N+1): sum_k dPenalty/dE_k f_k
             scale = 1 if group is None else dist.get_world_size(group)  # as the reverse route (see above)
-            return _CovarianceGradient.apply(arcs, value, prepared.factor, r, scale)
+            # the penalty's value, with the gradient of scale * E[r]: scale * Cov(r, 1_e)
+            surrogate = scale * crf.expectation(r.unsqueeze(-1)).sum()
+            return value.detach() + (surrogate - surrogate.detach())
 
     def _group(self):
         """The process group to sum batch counts over, or None for one process."""

@@ -54,6 +54,7 @@ import contextlib
 import functools
 import math
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -471,25 +472,46 @@ def exact_derivatives(scores: Tensor, padding: Tensor, multiroot: bool, directio
 
 
 
-class _Marginals(torch.autograd.Function):
-    """scores -> marginals, with the closed-form (T2) backward."""
+class _ClosedForm(torch.autograd.Function):
+    """``value`` (read off a factorisation, no graph) whose backward is the closed-form
+    marginal VJP in the direction ``direction(grad)``: see :func:`closed_form_gradient`."""
 
     @staticmethod
-    def forward(ctx, scores: Tensor, factor: Factorisation) -> Tensor:
-        ctx.factor = factor
-        return factor.marginals().to(scores.dtype, copy=True)  # a fresh tensor: the cached one is shared
+    def forward(ctx, arcs: Tensor, value: Tensor, factor: Factorisation, direction: Callable[[Tensor], Tensor]) -> Tensor:
+        ctx.factor, ctx.direction, ctx.dtype = factor, direction, arcs.dtype
+        return value.clone()  # a fresh tensor: the value may be one the factorisation caches
 
     @staticmethod
     @once_differentiable
     def backward(ctx, grad: Tensor):
         factor = ctx.factor
         with no_autocast(grad.device):
-            vjp = factor.marginal_vjp(grad.to(factor.weights.dtype))
-        return vjp.to(grad.dtype), None
+            vjp = factor.marginal_vjp(ctx.direction(grad.to(factor.weights.dtype)))
+        return vjp.to(ctx.dtype), None, None, None
+
+
+def closed_form_gradient(arcs: Tensor, value: Tensor, factor: Factorisation, direction: Callable[[Tensor], Tensor]) -> Tensor:
+    """``value``, made differentiable w.r.t. the arc scores ``arcs`` ``(B, N+1, N+1)`` that
+    ``factor`` factorised: for an upstream gradient ``g`` (``value``'s shape, compute dtype)
+    the gradient is ``factor.marginal_vjp(direction(g))``, i.e. ``Cov(sum_e d_e 1_e, 1_e')``
+    for the direction ``d = direction(g)`` ``(B, N+1, N+1)`` (T2 with R = 1), with no graph.
+
+    The engine's one custom backward: any quantity whose gradient is a covariance with the
+    arcs (the marginals, a T1 expectation of constant features, the entropy) is a value
+    plus its direction. ``value`` must not need a graph itself (compute it from ``factor``).
+    """
+    return _ClosedForm.apply(arcs, value, factor, direction)
+
+
+def _differentiable_marginals(arcs: Tensor, factor: Factorisation) -> Tensor:
+    """``factor``'s marginals in ``arcs``' dtype, differentiable w.r.t. ``arcs`` (the
+    marginals' VJP is the marginal VJP in the direction of the upstream gradient)."""
+    return closed_form_gradient(arcs, factor.marginals().to(arcs.dtype), factor, lambda grad: grad)
 
 
 class _LogPartition(torch.autograd.Function):
-    """scores -> log Z; its gradient is the marginals (themselves differentiable)."""
+    """scores -> log Z; its gradient is the marginals (themselves differentiable, so that
+    double backward works: the one engine gradient that is not a marginal VJP)."""
 
     @staticmethod
     def forward(ctx, scores: Tensor, factor: Factorisation) -> Tensor:
@@ -501,7 +523,7 @@ class _LogPartition(torch.autograd.Function):
     def backward(ctx, grad: Tensor):
         (scores,) = ctx.saved_tensors
         if torch.is_grad_enabled():  # create_graph: the marginals must be differentiable
-            mu = _Marginals.apply(scores, ctx.factor)
+            mu = _differentiable_marginals(scores, ctx.factor)
         else:
             mu = ctx.factor.marginals().to(grad.dtype)
         return grad[:, None, None] * mu, None
@@ -530,7 +552,7 @@ def log_partition_and_marginals_from(prepared: Prepared, with_log_z: bool = True
     filled, arcs, factor = prepared
     if torch.is_grad_enabled() and arcs.requires_grad:
         log_z = _LogPartition.apply(arcs, factor) if with_log_z else None
-        mu = _Marginals.apply(arcs, factor)
+        mu = _differentiable_marginals(arcs, factor)
     else:
         log_z = factor.log_partition.to(arcs.dtype) if with_log_z else None
         mu = factor.marginals().to(arcs.dtype)
