@@ -55,6 +55,7 @@ from objectives import baselines as bl
 from objectives.conventions import arc_mask
 from objectives.expectations import covariance_with_arcs, entropy, expectation
 from objectives.mtt import log_partition_and_marginals
+from parser.sentences import read_conllu
 
 REPO = Path(__file__).resolve().parents[1]
 UD_DIR = Path(os.environ.get("UD_DIR", REPO.parent / "shared" / "data" / "ud"))
@@ -72,23 +73,9 @@ ENGLISH = LANGUAGES[1][1]
 # --------------------------------------------------------------------------- data and scores
 
 
-def read_conllu(path: Path) -> list[tuple[list[str], list[str], list[int]]]:
-    """Sentences as (forms, UPOS tags, heads) over syntactic words (integer IDs only)."""
-    sentences, forms, tags, heads = [], [], [], []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if not line.strip():
-            if forms:
-                sentences.append((forms, tags, heads))
-            forms, tags, heads = [], [], []
-        elif not line.startswith("#"):
-            cols = line.split("\t")
-            if cols[0].isdigit():
-                forms.append(cols[1])
-                tags.append(cols[3])
-                heads.append(int(cols[6]))
-    if forms:
-        sentences.append((forms, tags, heads))
-    return sentences
+def read_treebank(path: Path) -> list[tuple[list[str], list[str], list[int]]]:
+    """Sentences as (forms, UPOS tags, heads) over syntactic words (the project's reader)."""
+    return [(s.words, s.upos, s.heads) for s in read_conllu(path)]
 
 
 class RandomBiaffine:
@@ -224,7 +211,7 @@ def part_table1(args) -> str:
     scorer = RandomBiaffine()
     rows_main, rows_grad = [], []
     for name, path, paper_len, paper_h, paper_arxiv, paper_tacl in LANGUAGES[: args.languages]:
-        sentences = read_conllu(UD_DIR / path)
+        sentences = read_treebank(UD_DIR / path)
         full_len = sum(len(s[0]) for s in sentences) / len(sentences)
         chosen = subsample(sentences, args.sentences, seed=1)
         singles = [scorer(forms)[None] for forms, _, _ in chosen]
@@ -366,7 +353,7 @@ def ge_druck_smith(s, n, f, t):
 
 def part_ge(args) -> str:
     scorer = RandomBiaffine()
-    sentences = [s for s in read_conllu(UD_DIR / ENGLISH) if 5 <= len(s[0]) <= 50]
+    sentences = [s for s in read_treebank(UD_DIR / ENGLISH) if 5 <= len(s[0]) <= 50]
     total = len(sentences)
     pairs = ge_pairs(sentences)
     five = next(x for x in sentences if len(x[0]) == 5)

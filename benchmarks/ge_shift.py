@@ -34,11 +34,11 @@ import os
 import random
 from pathlib import Path
 
-import conllu
 import torch
 
 from benchmarks.ge_targets import REPO, UPOS_VOCAB, tree_tensors
 from objectives.ge import MIN_COUNT, estimate_targets, tag_pair_constraints
+from parser.sentences import Sentence, read_conllu, write_conllu
 
 CONSTRAINTS = tag_pair_constraints()
 DRAWS = 5
@@ -46,7 +46,7 @@ CHUNK = 256  # sentences per counting batch
 CHILD_IDS = torch.tensor([UPOS_VOCAB.index(c.child) for c in CONSTRAINTS])
 
 
-def rates(sentences: list[conllu.TokenList], min_count: int = 1) -> torch.Tensor:
+def rates(sentences: list[Sentence], min_count: int = 1) -> torch.Tensor:
     """``(K,)`` rates of :data:`CONSTRAINTS` in the sentences' trees (NaN: child tag rarer
     than ``min_count``), counted over chunks of sentences of similar length (one padded
     ``(B, N+1, N+1)`` arc tensor of a whole treebank would take gigabytes)."""
@@ -61,9 +61,9 @@ def rates(sentences: list[conllu.TokenList], min_count: int = 1) -> torch.Tensor
     return torch.where(words >= max(min_count, 1), fires / words.clamp_min(1), torch.nan)
 
 
-def child_weights(sentences: list[conllu.TokenList]) -> dict[str, float]:
+def child_weights(sentences: list[Sentence]) -> dict[str, float]:
     """Each UPOS tag's share of the sentences' words."""
-    tags = [token["upos"] for tokens in sentences for token in tokens if isinstance(token["id"], int)]
+    tags = [tag for sentence in sentences for tag in sentence.upos]
     return {tag: tags.count(tag) / len(tags) for tag in set(tags)}
 
 
@@ -89,12 +89,12 @@ def main() -> None:
     args = cli.parse_args()
 
     folder = args.ud_root / args.treebank
-    read = lambda split: conllu.parse(next(folder.glob(f"*-ud-{split}.conllu")).read_text(encoding="utf-8"))  # noqa: E731
+    read = lambda split: read_conllu(next(folder.glob(f"*-ud-{split}.conllu")))  # noqa: E731
     train, test = read("train"), read("test")
     predicted = {int(k): Path(f) for k, f in (item.split("=", 1) for item in args.predicted)}
     for k, out in (item.split("=", 1) for item in args.write_sample):
         rest = train[int(k):]
-        Path(out).write_text("".join(s.serialize() for s in random.Random(0).sample(rest, min(args.sample, len(rest)))))
+        write_conllu(random.Random(0).sample(rest, min(args.sample, len(rest))), out)
         print(f"wrote {out}")
 
     print("| labeled | rates | against | penalty | words |\n|---:|---|---|---:|---:|")
@@ -113,9 +113,9 @@ def main() -> None:
         rows.append((f"targets (K random of the rest, mean of {DRAWS})", "gold remaining rest",
                      tuple(sum(d) / DRAWS for d in zip(*draws))))
         if k in predicted:
-            parsed = conllu.parse(predicted[k].read_text(encoding="utf-8"))
-            by_id = {s.metadata["sent_id"]: s for s in rest}
-            gold = [by_id[s.metadata["sent_id"]] for s in parsed]
+            parsed = read_conllu(predicted[k])
+            by_id = {s.tokenlist.metadata["sent_id"]: s for s in rest}
+            gold = [by_id[s.tokenlist.metadata["sent_id"]] for s in parsed]
             name = f"predicted ({predicted[k].name})"
             rows += [(name, "gold, same sentences", distances(rates(parsed), rates(gold), targets, weights)),
                      (name, "targets (first K)", distances(rates(parsed), targets, targets, weights))]

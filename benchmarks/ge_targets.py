@@ -17,14 +17,15 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Iterable
+from collections.abc import Sequence
 from pathlib import Path
 
-import conllu
 import torch
 
-from objectives.conventions import UPOS_TAGS
 from objectives.ge import Constraint, estimate_targets
+from parser.batch import collate
+from parser.sentences import Sentence, read_conllu
+from parser.vocab import build_upos_vocab
 
 REPO = Path(__file__).resolve().parents[1]
 DEV_SETS = (
@@ -46,7 +47,8 @@ NASEEM = (
 # the verb of their clause; VERB heads most of these words in every dev set where the tag
 # occurs. (PROPN and CCONJ are left out: their heads split between VERB and NOUN.)
 EXTRA = (("VERB", "SCONJ"), ("VERB", "PART"))
-UPOS_VOCAB = ("<pad>", "<unk>", *UPOS_TAGS)
+_UPOS = build_upos_vocab()
+UPOS_VOCAB = tuple(_UPOS.itos)  # <pad>, <unk> (also `_`), the 17 UD tags
 
 HEADER = """\
 # Universal dependency rules for generalized expectation (objectives/ge.py).
@@ -76,25 +78,13 @@ HEADER = """\
 
 def read_treebank(path: Path) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Gold ``heads``, ``upos`` ``(B, N+1)`` (indices into ``UPOS_VOCAB``) and ``lengths`` ``(B,)``."""
-    with path.open(encoding="utf-8") as file:
-        return tree_tensors(conllu.parse_incr(file))
+    return tree_tensors(read_conllu(path))
 
 
-def tree_tensors(token_lists: Iterable[conllu.TokenList]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The ``heads``, ``upos`` and ``lengths`` of :func:`read_treebank` from parsed sentences."""
-    index = {tag: i for i, tag in enumerate(UPOS_VOCAB)}
-    unknown = index["<unk>"]  # `_` or a tag outside UD
-    sentences = []
-    for tokens in token_lists:
-        words = [token for token in tokens if isinstance(token["id"], int)]
-        sentences.append(([t["head"] for t in words], [index.get(t["upos"], unknown) for t in words]))
-    lengths = torch.tensor([len(heads) for heads, _ in sentences])
-    heads = torch.zeros(len(sentences), int(lengths.max()) + 1, dtype=torch.long)
-    upos = torch.zeros_like(heads)
-    for b, (sentence_heads, tags) in enumerate(sentences):
-        heads[b, 1 : len(tags) + 1] = torch.tensor(sentence_heads)
-        upos[b, 1 : len(tags) + 1] = torch.tensor(tags)
-    return heads, upos, lengths
+def tree_tensors(sentences: Sequence[Sentence]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The ``heads``, ``upos`` and ``lengths`` of :func:`read_treebank` from read sentences."""
+    batch = collate(sentences, _UPOS, None)
+    return batch.heads, batch.upos, batch.lengths
 
 
 def main() -> None:

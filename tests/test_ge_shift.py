@@ -1,17 +1,17 @@
 """benchmarks.ge_shift: chunked rates equal one-batch GE targets; the distances it reports."""
 
-import conllu
 import pytest
 import torch
 
 from benchmarks import ge_shift
 from benchmarks.ge_targets import UPOS_VOCAB, tree_tensors
 from objectives.ge import estimate_targets
+from parser.sentences import read_conllu
 
 
 @pytest.fixture(scope="module")
 def wolof_dev(ud_dir):
-    return conllu.parse((ud_dir / "UD_Wolof-WTB/wo_wtb-ud-dev.conllu").read_text(encoding="utf-8"))
+    return read_conllu(ud_dir / "UD_Wolof-WTB/wo_wtb-ud-dev.conllu")
 
 
 @pytest.mark.parametrize("min_count", [1, 10])
