@@ -1,6 +1,6 @@
 """Parser throughput on this machine: training and parsing sentences/s, and where the time goes.
 
-    python -m benchmarks.parser --checkpoint runs/.../best.ckpt [--treebank UD_English-EWT] [--sentences 500] [--repeats 3]
+    python -m benchmarks.throughput --checkpoint runs/.../best.ckpt [--treebank UD_English-EWT] [--sentences 500] [--repeats 3]
 
 Parsing: ``Parser.parse`` over the first ``--sentences`` sentences of the treebank's test file,
 split into encoder + scorer time and decoding (MST) time. Training: optimiser steps on
