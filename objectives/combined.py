@@ -66,15 +66,14 @@ class Combined(Objective):
             out.append(weight * linear_warmup_decay(step, warmup, total))
         return out
 
-    def forward(self, scores: Scores, batch: TreeBatch, teacher: Scores | None = None) -> Tensor:
+    def forward(self, scores: Scores, batch: TreeBatch, teacher: Scores | None = None, step: int = 0) -> Tensor:
         """The weighted sum of the terms (a scalar)."""
         total = torch.zeros((), device=scores.arcs.device)
         self.values = {}
-        for term, factor in zip(self.terms, self.factors(self.global_step)):
+        for term, factor in zip(self.terms, self.factors(step)):
             if factor == 0:
                 continue  # warming up from 0, or decayed to 0: nothing to compute
-            term.global_step = self.global_step
-            value = term(scores, batch, teacher if term.needs_teacher else None)
+            value = term(scores, batch, teacher if term.needs_teacher else None, step)
             self.values[type(term).__name__] = value.detach()
             total = total + factor * value
         return total

@@ -28,7 +28,7 @@ class EntropyRegularizer(Objective):
             raise ValueError(f"alpha must be positive, got {alpha}")
         self.alpha = alpha
 
-    def forward(self, scores: Scores, batch: TreeBatch, teacher: Scores | None = None) -> Tensor:
+    def forward(self, scores: Scores, batch: TreeBatch, teacher: Scores | None = None, step: int = 0) -> Tensor:
         """Scalar loss for ``scores.arcs`` ``(B, N+1, N+1)``."""
         arcs = full_precision(scores.arcs)
         if self.alpha is None:

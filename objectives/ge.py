@@ -377,7 +377,7 @@ class GeneralizedExpectation(Objective):
         self.targets = targets.to(self.targets)
         return targets
 
-    def forward(self, scores: Scores, batch: TreeBatch, teacher: Scores | None = None) -> Tensor:
+    def forward(self, scores: Scores, batch: TreeBatch, teacher: Scores | None = None, step: int = 0) -> Tensor:
         """Scalar penalty for ``scores.arcs`` ``(B, N+1, N+1)`` and ``batch.upos`` (``(B, N+1)``
         ids or ``(B, N+1, T)`` probabilities)."""
         ids = self._ids()

@@ -35,7 +35,7 @@ class Distillation(Objective):
         self.reverse = reverse
         self.labeled = labeled
 
-    def forward(self, scores: Scores, batch: TreeBatch, teacher: Scores | None = None) -> Tensor:
+    def forward(self, scores: Scores, batch: TreeBatch, teacher: Scores | None = None, step: int = 0) -> Tensor:
         """Scalar loss; ``scores`` and ``teacher`` hold arcs ``(B, N+1, N+1)`` (labels ``(B, N+1, N+1, L)``)."""
         if teacher is None:
             raise ValueError("Distillation needs the teacher's scores")

@@ -41,7 +41,7 @@ class Likelihood(Objective):
         self.label_weight = label_weight
         self.labeled_mtt = labeled_mtt
 
-    def forward(self, scores: Scores, batch: TreeBatch, teacher: Scores | None = None) -> Tensor:
+    def forward(self, scores: Scores, batch: TreeBatch, teacher: Scores | None = None, step: int = 0) -> Tensor:
         """Scalar loss for ``scores.arcs`` ``(B, N+1, N+1)``, ``scores.labels`` ``(B, N+1, N+1, L)``."""
         arcs = full_precision(scores.arcs)
         labeled = scores.labels is not None and batch.labels is not None

@@ -63,12 +63,13 @@ class ObjectiveContext:
 
 
 class Objective(nn.Module):
-    """A loss over parser scores: ``objective(scores, batch, teacher=None) -> scalar``.
+    """A loss over parser scores: ``objective(scores, batch, teacher=None, step=0) -> scalar``.
 
     Class attributes say what the objective needs: ``needs_gold`` (gold heads/labels, so
     labeled batches only), ``needs_teacher`` (the caller passes the teacher's
     :class:`Scores`), ``needs_upos`` (gold or predicted UPOS in the batch).
-    ``global_step`` is set by the training loop before each call, for schedules.
+    What changes at every call comes with the call: the teacher's scores and the training
+    step (``step``, for schedules).
     :meth:`setup` receives the model's :class:`ObjectiveContext` before each stage; the
     tree set (``multiroot``) comes from there and defaults to single-root trees.
     """
@@ -79,7 +80,6 @@ class Objective(nn.Module):
 
     def __init__(self) -> None:
         super().__init__()
-        self.global_step = 0
         self.multiroot = False
 
     def setup(self, context: ObjectiveContext) -> None:
@@ -87,5 +87,5 @@ class Objective(nn.Module):
         sample, process group). Subclasses that override it call ``super().setup``."""
         self.multiroot = context.multiroot
 
-    def forward(self, scores: Scores, batch: TreeBatch, teacher: Scores | None = None) -> Tensor:
+    def forward(self, scores: Scores, batch: TreeBatch, teacher: Scores | None = None, step: int = 0) -> Tensor:
         raise NotImplementedError

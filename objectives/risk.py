@@ -26,7 +26,7 @@ class Risk(Objective):
     entropy in nats, divided by its length like the risk: ``loss = mean_b (R_b - T H_b) / n_b``
     (so ``T`` trades errors against nats per word). ``T`` falls linearly from
     ``temperature`` to ``final_temperature`` over the first ``anneal_steps`` values of
-    ``global_step`` and stays there (linear so that it can reach 0; with
+    ``step`` and stays there (linear so that it can reach 0; with
     ``final_temperature=None`` it stays at ``temperature``). ``T = 0`` skips the entropy.
 
     Args:
@@ -61,7 +61,7 @@ class Risk(Objective):
             return self.temperature
         return interpolate(self.temperature, self.final_temperature, step, self.anneal_steps)
 
-    def forward(self, scores: Scores, batch: TreeBatch, teacher: Scores | None = None) -> Tensor:
+    def forward(self, scores: Scores, batch: TreeBatch, teacher: Scores | None = None, step: int = 0) -> Tensor:
         """Scalar loss for ``scores.arcs`` ``(B, N+1, N+1)`` (and ``scores.labels`` ``(B, N+1, N+1, L)``)."""
         if self.labeled and (scores.labels is None or batch.labels is None):
             raise ValueError("labeled risk needs label scores and gold labels")
@@ -74,7 +74,7 @@ class Risk(Objective):
             gold = label_probs.gather(-1, batch.labels.masked_fill(~known, 0)[..., None]).squeeze(-1)
             correct = correct * torch.where(known, gold, 0.0)
         objective = batch.lengths - correct.sum(1)  # (B,) expected attachment errors
-        temperature = self.temperature_at(self.global_step)
+        temperature = self.temperature_at(step)
         if temperature:
             objective = objective - temperature * crf.entropy()
         return (objective / batch.lengths).mean()

@@ -312,8 +312,7 @@ class Parser(LightningModule):
         needs_labeled = self.supervised is not None or self.tagger is not None or unlabeled is None
         labeled_scores = self(labeled.words, labeled.subwords) if needs_labeled else None
         if self.supervised is not None:
-            self.supervised.global_step = self.global_step
-            losses["supervised"] = self.supervised(labeled_scores, labeled)
+            losses["supervised"] = self.supervised(labeled_scores, labeled, step=self.global_step)
         if self.tagger is not None:  # mean over tagged words; 0, not NaN, when none is tagged
             targets = self.tag_targets(labeled.upos).flatten()
             total = F.cross_entropy(labeled_scores.tags.flatten(0, 1), targets, ignore_index=IGNORE_INDEX, reduction="sum")
@@ -323,9 +322,8 @@ class Parser(LightningModule):
             scores = self(raw.words, raw.subwords) if unlabeled is not None else labeled_scores
             if self.unsupervised.needs_upos:
                 raw = self.with_predicted_tags(raw, scores)
-            self.unsupervised.global_step = self.global_step
             teacher = self.teacher_scores(raw) if self.unsupervised.needs_teacher else None
-            losses["unsupervised"] = self.unsupervised(scores, raw, teacher)
+            losses["unsupervised"] = self.unsupervised(scores, raw, teacher, step=self.global_step)
         hp = self.hparams
         total = self.total_steps() if hp.unsupervised_schedule == "linear_decay" else None
         weight = hp.unsupervised_weight * linear_warmup_decay(self.global_step, hp.unsupervised_warmup, total)
