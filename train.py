@@ -19,7 +19,7 @@ from importlib.util import find_spec
 from pathlib import Path
 
 import torch
-from lightning.pytorch.callbacks import EarlyStopping, LearningRateMonitor, ModelCheckpoint
+from lightning.pytorch.callbacks import EarlyStopping, LearningRateMonitor, ModelCheckpoint, ProgressBar
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
 
@@ -84,17 +84,23 @@ class ParserCLI(LightningCLI):
         parser.set_defaults({"model.supervised": {"class_path": "objectives.Likelihood"}})
 
     def instantiate_trainer(self, **kwargs):
+        """The trainer with the user's callbacks (``--trainer.callbacks``, YAML) and the
+        defaults beside them: a default is added, never put in the place of a user's setting."""
         config = self._get(self.config_init, "trainer", default={})
         if config.get("logger") in (None, True) and "logger" not in kwargs:
             kwargs["logger"] = self._loggers(config) if self.subcommand in (None, "fit") else False
-        if config.get("enable_progress_bar", True) is not False and find_spec("rich") is not None:
-            kwargs.setdefault("callbacks", []).append(StepProgressBar())
+        configured = config.get("callbacks") or []
+        configured = configured if isinstance(configured, list) else [configured]
+        callbacks = list(self.trainer_defaults.get("callbacks", []))
+        own_bar = any(isinstance(c, ProgressBar) for c in configured)
+        if config.get("enable_progress_bar", True) is not False and not own_bar and find_spec("rich") is not None:
+            callbacks.append(StepProgressBar())
         # Lightning refuses to start with a learning-rate monitor but no logger, or a checkpoint
         # callback with checkpointing off: the defaults the user's settings switch off step aside
         switched_off = ((LearningRateMonitor,) if kwargs.get("logger", config.get("logger")) is False else ()) + (
             (ModelCheckpoint,) if config.get("enable_checkpointing") is False else ())
-        callbacks = [c for c in self.trainer_defaults.get("callbacks", []) if not isinstance(c, switched_off)]
-        self.trainer_defaults = {**self.trainer_defaults, "callbacks": callbacks}
+        self.trainer_defaults = {**self.trainer_defaults,
+                                 "callbacks": [c for c in callbacks if not isinstance(c, switched_off)]}
         return super().instantiate_trainer(**kwargs)
 
     def _loggers(self, trainer_config: dict) -> list:

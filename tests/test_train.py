@@ -351,3 +351,31 @@ def test_low_resource_driver_reuses_recorded_cells(tmp_path, monkeypatch):
     args = low_resource.argparse.Namespace(output=str(tmp_path), results=str(results), train_args="--model.tagger_weight 1.0",
                                            treebank="UD_English-EWT", teacher=None, teacher_treebank="UD_English-LinES")
     assert low_resource.run_cell("supervised", 100, 1, args) == (row, best, False)
+
+
+def test_callbacks_from_the_command_line_are_kept_with_the_progress_bar_on(tiny_bert_dir, ud_dir, tmp_path):
+    """The defaults (progress bar on): a ``ModelCheckpoint`` added to ``fit`` writes its
+    checkpoints, and ``predict`` with ``ConlluWriter`` writes its file, beside the defaults."""
+    data = _slice(ud_dir, tmp_path, 20)
+    model = ["--model.encoder", str(tiny_bert_dir), "--model.arc_size", "32", "--model.label_size", "16"]
+    every = tmp_path / "every"
+    cli = train.main([
+        "fit", *model, "--data.train", str(data), "--data.dev", str(data), "--data.batch_tokens", "300",
+        "--trainer.max_steps", "4", "--trainer.default_root_dir", str(tmp_path / "runs"),
+        "--trainer.enable_model_summary", "false",
+        "--trainer.callbacks+=lightning.pytorch.callbacks.ModelCheckpoint", "--trainer.callbacks.dirpath", str(every),
+        "--trainer.callbacks.every_n_train_steps=2", "--trainer.callbacks.save_top_k=-1",
+        "--trainer.callbacks.filename={step}",
+    ])
+    assert cli.trainer.progress_bar_callback is not None
+    assert sorted(p.name for p in every.glob("*.ckpt")) == ["step=2.ckpt", "step=4.ckpt"]
+    checkpoints = tmp_path / "runs" / "run" / "version_0" / "checkpoints"  # the defaults stay
+    assert (checkpoints / "best.ckpt").is_file() and (checkpoints / "last.ckpt").is_file()
+    last = checkpoints / "last.ckpt"
+
+    out = tmp_path / "out.conllu"
+    cli = train.main(["predict", *model, "--ckpt_path", str(last), "--data.predict", str(data),
+                      "--trainer.default_root_dir", str(tmp_path / "runs"),
+                      "--trainer.callbacks+=parser.predict.ConlluWriter", "--trainer.callbacks.output", str(out)])
+    assert cli.trainer.progress_bar_callback is not None
+    assert [s.words for s in read_conllu(out)] == [s.words for s in read_conllu(data)]
