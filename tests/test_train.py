@@ -373,9 +373,14 @@ def test_callbacks_from_the_command_line_are_kept_with_the_progress_bar_on(tiny_
     assert (checkpoints / "best.ckpt").is_file() and (checkpoints / "last.ckpt").is_file()
     last = checkpoints / "last.ckpt"
 
+    words = [s.words for s in read_conllu(data)]
+    text = tmp_path / "paragraphs.txt"  # plain text, a blank line between two paragraphs
+    text.write_text("".join(" ".join(w) + "\n" + ("\n" if i == 9 else "") for i, w in enumerate(words)), encoding="utf-8")
     out = tmp_path / "out.conllu"
-    cli = train.main(["predict", *model, "--ckpt_path", str(last), "--data.predict", str(data),
+    cli = train.main(["predict", *model, "--ckpt_path", str(last), "--data.predict", str(text),
                       "--trainer.default_root_dir", str(tmp_path / "runs"),
                       "--trainer.callbacks+=parser.predict.ConlluWriter", "--trainer.callbacks.output", str(out)])
     assert cli.trainer.progress_bar_callback is not None
-    assert [s.words for s in read_conllu(out)] == [s.words for s in read_conllu(data)]
+    parsed = read_conllu(out)
+    assert [s.words for s in parsed] == words
+    assert [i for i, s in enumerate(parsed) if "newpar" in s.tokenlist.metadata] == [10]
