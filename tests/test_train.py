@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -159,6 +160,8 @@ def test_low_resource_driver_adds_only_the_cell(tiny_bert_dir, monkeypatch):
         assert options["--data.labeled_size"] == "1000" and options["--seed_everything"] == options["--data.seed"] == "3"
     with pytest.raises(ValueError, match="teacher"):
         train_command("kl", 100, 1, "UD_English-EWT", "out")
+    rooted = train_command("ge", 100, 1, "UD_English-EWT", "out", data_root="/data/ud")
+    assert rooted[rooted.index("--data.root") + 1] == "/data/ud"
     command = train_command("ge", 100, 2, "UD_English-EWT", "out", train_args="--model.unsupervised_weight 1.0")
     assert command[-2:] == ["--model.unsupervised_weight", "1.0"]
     assert train_command("supervised", "all", 1, "UD_English-EWT", "out")[9] == "null"  # a full-data row
@@ -384,3 +387,33 @@ def test_callbacks_from_the_command_line_are_kept_with_the_progress_bar_on(tiny_
     parsed = read_conllu(out)
     assert [s.words for s in parsed] == words
     assert [i for i, s in enumerate(parsed) if "newpar" in s.tokenlist.metadata] == [10]
+
+
+def test_low_resource_driver_passes_its_data_root_to_the_runs_it_launches(tmp_path, monkeypatch):
+    """``--data-root DIR`` reaches the train.py command of a cell (and of a cross-treebank
+    teacher): a treebank found there is trained on, not one under data/ud."""
+    from benchmarks import low_resource
+
+    launched = []
+
+    class Launched(Exception):
+        pass
+
+    real_run = low_resource.subprocess.run
+
+    def fake_run(command, **kwargs):
+        if command[0] != sys.executable:
+            return real_run(command, **kwargs)  # git, for the row's provenance
+        launched.append(command)
+        raise Launched
+
+    monkeypatch.setattr(low_resource.subprocess, "run", fake_run)
+    args = low_resource.argparse.Namespace(output=str(tmp_path), results=str(tmp_path / "r.jsonl"), train_args="",
+                                           treebank="UD_English-EWT", teacher=None, data_root=str(tmp_path / "ud"),
+                                           teacher_treebank="UD_English-LinES")
+    for launch in (lambda: low_resource.run_cell("supervised", 100, 1, args),
+                   lambda: low_resource.other_treebank_teacher(args, record=None)):
+        with pytest.raises(Launched):
+            launch()
+        command = launched[-1]
+        assert "train.py" in command[1] and command[command.index("--data.root") + 1] == str(tmp_path / "ud")
