@@ -40,6 +40,16 @@ def test_every_objective_config_instantiates(name, tiny_bert_dir):
     assert expected in objectives
 
 
+@pytest.mark.parametrize("name", sorted(train.OBJECTIVE_CONFIGS))
+def test_shipped_configs_read_plain_text(name, tiny_bert_dir):
+    """A config whose unlabeled objective needs UPOS tags trains a tagger to give them and
+    reads the unlabeled sentences without theirs, as a user's plain text has none."""
+    args = train.expand_objective([f"--objective={name}", "--model.encoder", str(tiny_bert_dir)])
+    cli = train.main(args[1:], run=False)
+    if cli.model.unsupervised is not None and cli.model.unsupervised.needs_upos:
+        assert cli.model.tagger is not None and cli.datamodule.unlabeled_tags == "drop"
+
+
 def _readme_command(prefix: str, containing: str = "") -> list[str]:
     """The README's first command that starts with ``prefix`` and holds ``containing``
     (continuation lines joined, comments dropped), as arguments after ``python train.py``."""
