@@ -427,3 +427,11 @@ def test_low_resource_driver_passes_its_data_root_to_the_runs_it_launches(tmp_pa
             launch()
         command = launched[-1]
         assert "train.py" in command[1] and command[command.index("--data.root") + 1] == str(tmp_path / "ud")
+
+
+def test_a_users_progress_bar_takes_the_place_of_the_default(tiny_bert_dir):
+    cli = train.main(["--model.encoder", str(tiny_bert_dir),
+                      "--trainer.callbacks+=lightning.pytorch.callbacks.TQDMProgressBar"], run=False)
+    assert type(cli.trainer.progress_bar_callback).__name__ == "TQDMProgressBar"
+    assert type(train.main(["--model.encoder", str(tiny_bert_dir)], run=False).trainer.progress_bar_callback).__name__ \
+        == "StepProgressBar"
