@@ -19,11 +19,11 @@ from importlib.util import find_spec
 from pathlib import Path
 
 import torch
-from lightning.pytorch.callbacks import EarlyStopping, LearningRateMonitor, ModelCheckpoint
+from lightning.pytorch.callbacks import EarlyStopping, LearningRateMonitor, ModelCheckpoint, ProgressBar
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
 
-from parser.callbacks import MODE, MONITOR, StepProgressBar, default_callbacks
+from parser.callbacks import LAST_CHECKPOINT_MINUTES, MODE, MONITOR, StepProgressBar, default_callbacks
 from parser.cli import run_reporting_errors
 from parser.datamodule import DependencyDataModule
 from parser.model import Parser
@@ -80,21 +80,42 @@ class ParserCLI(LightningCLI):
             help="shortcut for --config configs/<config of NAME>.yaml, given anywhere on the command line "
                  f"({', '.join(f'{k}: {v}' for k, v in OBJECTIVE_CONFIGS.items())}); `fit` when no subcommand is given",
         )
+        parser.add_argument(
+            "--last_checkpoint_minutes", type=float, default=LAST_CHECKPOINT_MINUTES,
+            help="a fit writes last.ckpt (the point --ckpt_path resumes from) after every validation, when it "
+                 "receives SIGTERM or SIGINT, and at the end of a training step once this many minutes have "
+                 "passed since the last one (0: only at validations and signals)",
+        )
         # the CLI's default recipe (the model names no objective): tree likelihood on labeled batches
         parser.set_defaults({"model.supervised": {"class_path": "objectives.Likelihood"}})
 
+    def init_parser(self, **kwargs) -> LightningArgumentParser:
+        parser = super().init_parser(**kwargs)
+        parser.exit_on_error = False  # a bad option value raises: parser.cli reports it in one line
+        return parser
+
     def instantiate_trainer(self, **kwargs):
+        """The trainer with the user's callbacks (``--trainer.callbacks``, YAML) and the
+        defaults beside them: a default is added, never put in the place of a user's setting."""
         config = self._get(self.config_init, "trainer", default={})
         if config.get("logger") in (None, True) and "logger" not in kwargs:
             kwargs["logger"] = self._loggers(config) if self.subcommand in (None, "fit") else False
-        if config.get("enable_progress_bar", True) is not False and find_spec("rich") is not None:
-            kwargs.setdefault("callbacks", []).append(StepProgressBar())
+        configured = config.get("callbacks") or []
+        configured = configured if isinstance(configured, list) else [configured]
+        callbacks = [
+            *default_callbacks(self._get(self.config_init, "last_checkpoint_minutes", default=LAST_CHECKPOINT_MINUTES)),
+            EarlyStopping(monitor=MONITOR, mode=MODE, patience=EARLY_STOPPING_PATIENCE, check_on_train_epoch_end=False),
+            LearningRateMonitor(logging_interval="step"),
+        ]
+        own_bar = any(isinstance(c, ProgressBar) for c in configured)
+        if config.get("enable_progress_bar", True) is not False and not own_bar and find_spec("rich") is not None:
+            callbacks.append(StepProgressBar())
         # Lightning refuses to start with a learning-rate monitor but no logger, or a checkpoint
         # callback with checkpointing off: the defaults the user's settings switch off step aside
         switched_off = ((LearningRateMonitor,) if kwargs.get("logger", config.get("logger")) is False else ()) + (
             (ModelCheckpoint,) if config.get("enable_checkpointing") is False else ())
-        callbacks = [c for c in self.trainer_defaults.get("callbacks", []) if not isinstance(c, switched_off)]
-        self.trainer_defaults = {**self.trainer_defaults, "callbacks": callbacks}
+        self.trainer_defaults = {**self.trainer_defaults,
+                                 "callbacks": [c for c in callbacks if not isinstance(c, switched_off)]}
         return super().instantiate_trainer(**kwargs)
 
     def _loggers(self, trainer_config: dict) -> list:
@@ -136,12 +157,7 @@ def main(argv: list[str] | None = None, run: bool = True) -> LightningCLI:
             "max_epochs": 10,
             "log_every_n_steps": LOG_EVERY_N_STEPS,
             "gradient_clip_val": GRADIENT_CLIP_NORM,
-            "callbacks": [
-                *default_callbacks(),
-                EarlyStopping(monitor=MONITOR, mode=MODE, patience=EARLY_STOPPING_PATIENCE, check_on_train_epoch_end=False),
-                LearningRateMonitor(logging_interval="step"),
-            ],
-        },
+        },  # the default callbacks join the user's in ParserCLI.instantiate_trainer
     )
 
 

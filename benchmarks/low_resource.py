@@ -57,13 +57,15 @@ DEFAULT_TREEBANK = "UD_English-EWT"  # the treebank of rows that do not name the
 
 
 def train_command(objective: str, size: int | str, seed: int, treebank: str, output: Path | str,
-                  teacher: str | None = None, train_args: str = "") -> list[str]:
+                  teacher: str | None = None, train_args: str = "", data_root: Path | str | None = None) -> list[str]:
     """The ``train.py`` arguments of one cell: the recipe's config, then only the seed, K
-    (``all``: no limit), the treebank, the output folder, the teacher (kl) and ``train_args``."""
+    (``all``: no limit), the treebank (under ``data_root`` when given), the output folder,
+    the teacher (kl) and ``train_args``."""
     command = [
         "train.py", "fit", "--config", f"configs/{RECIPES[objective]}.yaml",
         "--seed_everything", str(seed), "--data.seed", str(seed),
         "--data.labeled_size", "null" if size == ALL else str(size), "--data.treebank", treebank,
+        *(["--data.root", str(data_root)] if data_root is not None else []),
         "--trainer.default_root_dir", str(output),
     ]
     if objective in DISTILLING:
@@ -127,7 +129,8 @@ def other_treebank_teacher(args: argparse.Namespace, record) -> Path:
     if (ROOT / best).exists():
         return best
     command = ["train.py", "fit", "--config", "configs/likelihood.yaml", "--seed_everything", "1", "--data.seed", "1",
-               "--data.treebank", args.teacher_treebank, "--trainer.default_root_dir", str(out)]
+               "--data.treebank", args.teacher_treebank, "--data.root", str(args.data_root),
+               "--trainer.default_root_dir", str(out)]
     recorded = provenance(command)
     start = time.perf_counter()
     subprocess.run([sys.executable, *command], check=True, cwd=ROOT)
@@ -171,7 +174,8 @@ def run_cell(objective: str, size: int | str, seed: int, args: argparse.Namespac
     if (reused := recorded_cell(Path(args.results), key, out)) is not None:
         print(f"reusing {out}: already in {args.results}", flush=True)
         return *reused, False
-    command = train_command(objective, size, seed, args.treebank, out, teacher or args.teacher, args.train_args)
+    command = train_command(objective, size, seed, args.treebank, out, teacher or args.teacher, args.train_args,
+                            args.data_root)
     recorded = provenance(command)
     start = time.perf_counter()
     subprocess.run([sys.executable, *command], check=True, cwd=ROOT)

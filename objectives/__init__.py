@@ -8,7 +8,7 @@ objective, and the project's shared conventions (:mod:`objectives.conventions`: 
 index, the UD tag set, the arc mask) and schedules (:mod:`objectives.schedule`).
 """
 
-from .conventions import IGNORE_INDEX, UPOS_TAGS, arc_mask, word_mask
+from .conventions import IGNORE_INDEX, UPOS_TAGS, ConfigurationError, arc_mask, word_mask
 from .distribution import TreeCRF
 from .combined import Combined
 from .entropy_regularizer import EntropyRegularizer
@@ -30,6 +30,7 @@ from .risk import Risk
 from .schedule import interpolate, linear_warmup_decay
 
 __all__ = [
+    "ConfigurationError",
     "TreeCRF",
     "log_partition",
     "marginals",

@@ -8,6 +8,7 @@ from typing import Literal
 import torch
 from torch import Tensor, nn
 
+from .conventions import ConfigurationError
 from .objective import Objective, ObjectiveContext, Scores, TreeBatch
 from .schedule import linear_warmup_decay
 
@@ -34,16 +35,16 @@ class Combined(Objective):
         super().__init__()
         n = len(objectives)
         if n == 0:
-            raise ValueError("Combined needs at least one objective")
+            raise ConfigurationError("Combined needs at least one objective")
         self.terms = nn.ModuleList(objectives)
         self.weights = list(weights) if weights is not None else [1.0] * n
         self.warmups = list(warmups) if warmups is not None else [0] * n
         self.schedules = list(schedules) if schedules is not None else ["constant"] * n
         for name, values in (("weights", self.weights), ("warmups", self.warmups), ("schedules", self.schedules)):
             if len(values) != n:
-                raise ValueError(f"{len(values)} {name} for {n} objectives")
+                raise ConfigurationError(f"{len(values)} {name} for {n} objectives")
         if not set(self.schedules) <= {"constant", "linear_decay"}:
-            raise ValueError(f"schedules must be 'constant' or 'linear_decay', got {self.schedules}")
+            raise ConfigurationError(f"schedules must be 'constant' or 'linear_decay', got {self.schedules}")
         self.needs_gold = any(o.needs_gold for o in objectives)
         self.needs_teacher = any(o.needs_teacher for o in objectives)
         self.needs_upos = any(o.needs_upos for o in objectives)

@@ -1,5 +1,6 @@
 """Conventions shared by the whole project (docs/architecture.md): the ignore index of
-gold labels, the UD tag set, and which entries of a padded score tensor are arcs.
+gold labels, the UD tag set, which entries of a padded score tensor are arcs, and the
+error a run's settings raise when they cannot work.
 
 Position 0 is the root, words are ``1..lengths[b]``, ``N`` is the longest sentence.
 """
@@ -10,6 +11,12 @@ import functools
 
 import torch
 from torch import Tensor
+
+
+class ConfigurationError(ValueError):
+    """Settings that cannot work, alone or with the data and model they are given (a bad
+    option value, an objective that needs tags, a teacher or data the run lacks). The
+    command-line tools report it in one ``error:`` line (``parser.cli``)."""
 
 __all__ = ["IGNORE_INDEX", "UPOS_TAGS", "arc_mask", "word_mask", "masks"]
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from torch import Tensor
 
 from ._common import full_precision
+from .conventions import ConfigurationError
 from .expectations import entropy, renyi_entropy
 from .objective import Objective, Scores, TreeBatch
 
@@ -25,7 +26,7 @@ class EntropyRegularizer(Objective):
     def __init__(self, alpha: float | None = None) -> None:
         super().__init__()
         if alpha is not None and not alpha > 0:
-            raise ValueError(f"alpha must be positive, got {alpha}")
+            raise ConfigurationError(f"alpha must be positive, got {alpha}")
         self.alpha = alpha
 
     def forward(self, scores: Scores, batch: TreeBatch, teacher: Scores | None = None, step: int = 0) -> Tensor:

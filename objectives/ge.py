@@ -33,7 +33,7 @@ import yaml
 from torch import Tensor
 
 from ._common import full_precision
-from .conventions import UPOS_TAGS, word_mask
+from .conventions import UPOS_TAGS, ConfigurationError, word_mask
 from .distribution import TreeCRF
 from .mtt import no_autocast
 from .objective import Objective, ObjectiveContext, Scores, TreeBatch
@@ -80,20 +80,20 @@ class Constraint:
 
     def __post_init__(self) -> None:
         if not isinstance(self.parent, str) or not self.parent:
-            raise ValueError(f"parent must be a UPOS tag or {ROOT!r}, got {self.parent!r}")
+            raise ConfigurationError(f"parent must be a UPOS tag or {ROOT!r}, got {self.parent!r}")
         if not isinstance(self.child, str) or not self.child or self.child == ROOT:
-            raise ValueError(f"child must be a UPOS tag, got {self.child!r}")
+            raise ConfigurationError(f"child must be a UPOS tag, got {self.child!r}")
         if self.direction not in _SIDES:
-            raise ValueError(f"direction must be 'left', 'right' or None, got {self.direction!r}")
+            raise ConfigurationError(f"direction must be 'left', 'right' or None, got {self.direction!r}")
         if self.target is not None and not 0 <= self.target <= 1:
-            raise ValueError(f"target must lie in [0, 1], got {self.target}")
+            raise ConfigurationError(f"target must lie in [0, 1], got {self.target}")
 
 
 def load_constraints(path: str | Path) -> list[Constraint]:
     """Read a YAML rules file: a mapping with a ``constraints`` list of Constraint fields."""
     rules = yaml.safe_load(Path(path).read_text())
     if not isinstance(rules, dict) or not isinstance(rules.get("constraints"), list):
-        raise ValueError(f"{path}: expected a mapping with a 'constraints' list")
+        raise ConfigurationError(f"{path}: expected a mapping with a 'constraints' list")
     return [Constraint(**rule) for rule in rules["constraints"]]
 
 
@@ -133,7 +133,7 @@ def _compile(constraints: Sequence[Constraint], upos_vocab: Sequence[str], devic
     missing = {c.child for c in constraints} | {c.parent for c in constraints if c.parent != ROOT}
     missing -= index.keys()
     if missing:
-        raise ValueError(f"UPOS tags {sorted(missing)} of the constraints are not in the UPOS vocabulary {list(upos_vocab)}")
+        raise ConfigurationError(f"UPOS tags {sorted(missing)} of the constraints are not in the UPOS vocabulary {list(upos_vocab)}")
     parent = [_ROOT_ID if c.parent == ROOT else index[c.parent] for c in constraints]
     child = [index[c.child] for c in constraints]
     side = [_SIDES[c.direction] for c in constraints]
@@ -302,27 +302,27 @@ class GeneralizedExpectation(Objective):
             constraints = load_constraints(constraints)
         self.constraints = [c if isinstance(c, Constraint) else Constraint(**c) for c in constraints]
         if not self.constraints:
-            raise ValueError("GeneralizedExpectation needs at least one constraint")
+            raise ConfigurationError("GeneralizedExpectation needs at least one constraint")
         if targets_from not in ("rules", "labeled"):
-            raise ValueError(f"targets_from must be 'rules' or 'labeled', got {targets_from!r}")
+            raise ConfigurationError(f"targets_from must be 'rules' or 'labeled', got {targets_from!r}")
         if coverage is not None:
             if not 0 < coverage <= 1:
-                raise ValueError(f"coverage must lie in (0, 1], got {coverage}")
+                raise ConfigurationError(f"coverage must lie in (0, 1], got {coverage}")
             cells = list(_overlap_keys(self.constraints))
             if len(set(cells)) < len(cells):
-                raise ValueError("coverage counts each covered arc once: the constraints must not overlap")
+                raise ConfigurationError("coverage counts each covered arc once: the constraints must not overlap")
         elif targets_from == "rules" and any(c.target is None for c in self.constraints):
-            raise ValueError("constraints without a target need targets_from='labeled'")
+            raise ConfigurationError("constraints without a target need targets_from='labeled'")
         if penalty not in ("squared", "kl", "one_sided"):
-            raise ValueError(f"penalty must be 'squared', 'kl' or 'one_sided', got {penalty!r}")
+            raise ConfigurationError(f"penalty must be 'squared', 'kl' or 'one_sided', got {penalty!r}")
         if gradient not in ("reverse", "t2"):
-            raise ValueError(f"gradient must be 'reverse' or 't2', got {gradient!r}")
+            raise ConfigurationError(f"gradient must be 'reverse' or 't2', got {gradient!r}")
         if weighting not in ("uniform", "count"):
-            raise ValueError(f"weighting must be 'uniform' or 'count', got {weighting!r}")
+            raise ConfigurationError(f"weighting must be 'uniform' or 'count', got {weighting!r}")
         if not tolerance >= 0:
-            raise ValueError(f"tolerance must be >= 0 standard errors, got {tolerance}")
+            raise ConfigurationError(f"tolerance must be >= 0 standard errors, got {tolerance}")
         if tolerance and penalty == "kl":
-            raise ValueError("tolerance applies to the 'squared' and 'one_sided' penalties, not 'kl'")
+            raise ConfigurationError("tolerance applies to the 'squared' and 'one_sided' penalties, not 'kl'")
         self.penalty = penalty
         self.weighting = weighting
         self.gradient = gradient
@@ -352,7 +352,7 @@ class GeneralizedExpectation(Objective):
         self.num_tags = len(context.tags)
         if self.targets_from == "labeled" and self.coverage is None and context.stage == "fit":
             if context.labeled_batches is None:
-                raise RuntimeError("GE with targets_from='labeled' estimates its targets from labeled sentences, but none were given")
+                raise ConfigurationError("GE with targets_from='labeled' estimates its targets from labeled sentences, but none were given")
             targets = self.fit_targets(context.labeled_batches())
             log.info("GE targets from the labeled sample: %d of %d constraints kept", int(targets.isfinite().sum()), len(targets))
 
@@ -373,7 +373,7 @@ class GeneralizedExpectation(Objective):
             fires, counts = fires + batch_fires, counts + batch_counts
         targets = _rates(torch.as_tensor(fires), torch.as_tensor(counts), self.min_count)
         if targets.isnan().all():
-            raise ValueError(f"no constraint's child tag has {self.min_count} or more words in the labeled sample")
+            raise ConfigurationError(f"no constraint's child tag has {self.min_count} or more words in the labeled sample")
         self.targets = targets.to(self.targets)
         return targets
 
@@ -382,7 +382,7 @@ class GeneralizedExpectation(Objective):
         ids or ``(B, N+1, T)`` probabilities)."""
         ids = self._ids()
         if batch.upos is None:
-            raise ValueError(NO_UPOS)
+            raise ConfigurationError(NO_UPOS)
         arcs = full_precision(scores.arcs)
         crf = TreeCRF(arcs, batch.lengths, self.multiroot, validate_args=False)
         with no_autocast(arcs.device):
@@ -468,7 +468,7 @@ class GeneralizedExpectation(Objective):
         batch only: a host sync)."""
         if not self._upos_checked:
             if not bool(tags[..., self.tagged_ids].sum() > 0):
-                raise ValueError(NO_UPOS)
+                raise ConfigurationError(NO_UPOS)
             if self.coverage is None and bool(self.targets.isnan().all()):
                 raise RuntimeError("GeneralizedExpectation has no targets: call fit_targets() on a labeled sample")
             self._upos_checked = True

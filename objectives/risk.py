@@ -6,7 +6,7 @@ import torch
 from torch import Tensor
 
 from ._common import full_precision, gold_label_logits
-from .conventions import IGNORE_INDEX
+from .conventions import IGNORE_INDEX, ConfigurationError
 from .distribution import TreeCRF
 from .objective import Objective, Scores, TreeBatch
 from .schedule import interpolate
@@ -47,9 +47,9 @@ class Risk(Objective):
     ) -> None:
         super().__init__()
         if temperature < 0 or (final_temperature is not None and final_temperature < 0):
-            raise ValueError("temperatures must be non-negative")
+            raise ConfigurationError("temperatures must be non-negative")
         if final_temperature is not None and anneal_steps <= 0:
-            raise ValueError("a final_temperature needs anneal_steps > 0")
+            raise ConfigurationError("a final_temperature needs anneal_steps > 0")
         self.labeled = labeled
         self.temperature = temperature
         self.final_temperature = final_temperature

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import random
 import shlex
+import signal
+import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +15,8 @@ import torch
 from lightning.pytorch import Callback, LightningModule, Trainer
 from lightning.pytorch.callbacks import ModelCheckpoint, RichProgressBar
 from lightning.pytorch.utilities import rank_zero_info
+
+from objectives.conventions import ConfigurationError
 
 MONITOR, MODE = "val/las", "max"  # model selection: best dev LAS
 
@@ -92,45 +97,161 @@ class StepProgressBar(RichProgressBar):
         return f"{description:{len(self.validation_description)}}"
 
 
-def default_callbacks() -> list[Callback]:
+LAST_CHECKPOINT_MINUTES = 10.0  # a long run writes last.ckpt at least this often: a SIGKILL loses minutes, not an epoch
+
+
+def default_callbacks(last_every_minutes: float = LAST_CHECKPOINT_MINUTES) -> list[Callback]:
     """Model selection on dev LAS (``best.ckpt``, weights only), ``last.ckpt`` with the
     optimizer and random states for resuming, validation before stopping, the summary."""
     return [
         ModelCheckpoint(monitor=MONITOR, mode=MODE, filename="best", save_weights_only=True, save_on_train_epoch_end=False),
-        ModelCheckpoint(save_last=True, save_top_k=0, save_on_train_epoch_end=False),
+        LastCheckpoint(every_minutes=last_every_minutes),
         ValidateAtEnd(),
         ResumeRandomState(),
+        ResumeAtEpochEnd(),
         RunSummary(),
     ]
 
 
+class LastCheckpoint(ModelCheckpoint):
+    """``last.ckpt``, the point a run resumes from (``--ckpt_path``): written after each
+    validation, once ``every_minutes`` have passed since the last one (0: never on time
+    alone), at the end of training, and when the run receives SIGTERM or SIGINT (Ctrl-C),
+    after which it stops with exit status 128 + the signal's number and says where the
+    checkpoint is. A second Ctrl-C stops at once, without a checkpoint.
+
+    Every write happens at the end of a training step, or of the validation that follows
+    it when one does (so that a resumed run has seen that validation too): places where a
+    checkpoint resumes the run exactly (``ResumeRandomState``). On several processes the
+    decisions are taken together: a signal to any process stops them all.
+    """
+
+    SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+    def __init__(self, every_minutes: float = LAST_CHECKPOINT_MINUTES) -> None:
+        super().__init__(save_last=True, save_top_k=0, save_on_train_epoch_end=False)
+        if every_minutes < 0:
+            raise ConfigurationError(f"last_checkpoint_minutes must be 0 (only at validations) or more, not {every_minutes}")
+        self.every_seconds = 60.0 * every_minutes
+        self._saved_at = 0.0
+        self._received: int | None = None  # the stop signal received, if any
+        self._previous_handlers: dict[int, object] = {}
+
+    def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        self._saved_at = time.monotonic()
+        # installed after Lightning's own SIGTERM handler, which stops a run without a checkpoint
+        for signum in self.SIGNALS:
+            self._previous_handlers[signum] = signal.signal(signum, self._receive)
+
+    def _receive(self, signum: int, frame) -> None:
+        if self._received == signal.SIGINT and signum == signal.SIGINT:
+            raise KeyboardInterrupt  # Ctrl-C twice: the user does not want to wait for the step to end
+        self._received = signum
+        print(f"\nreceived {signal.Signals(signum).name}: saving last.ckpt at the end of this step, then stopping",
+              file=sys.stderr, flush=True)
+
+    def on_train_batch_end(self, trainer: Trainer, pl_module: LightningModule, outputs, batch, batch_idx: int) -> None:
+        strategy = trainer.strategy
+        stop = strategy.reduce_boolean_decision(self._received is not None, all=False)
+        due = self.every_seconds > 0 and strategy.reduce_boolean_decision(
+            time.monotonic() - self._saved_at >= self.every_seconds, all=False)
+        loop = trainer.fit_loop
+        if (stop or due) and not loop.epoch_loop._should_check_val_fx(loop._data_fetcher):
+            self._save_last(trainer, stop)
+        # else the validation that follows this step saves, and stops the run
+
+    def on_validation_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        if not self._should_skip_saving_checkpoint(trainer):
+            self._save_last(trainer, trainer.strategy.reduce_boolean_decision(self._received is not None, all=False))
+
+    def _save_last(self, trainer: Trainer, stop: bool) -> None:
+        if not self._should_skip_saving_checkpoint(trainer):
+            self._save_last_checkpoint(trainer, self._monitor_candidates(trainer))
+            self._saved_at = time.monotonic()
+        if stop:
+            signum = self._received or signal.SIGTERM  # or another process received it
+            rank_zero_info(f"stopped by {signal.Signals(signum).name} after {trainer.global_step} steps; "
+                           f"last checkpoint (resume with --ckpt_path): {self.last_model_path}")
+            raise SystemExit(128 + signum)
+
+    def on_train_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        super().on_train_end(trainer, pl_module)
+        self._restore_handlers()
+
+    def on_exception(self, trainer: Trainer, pl_module: LightningModule, exception: BaseException) -> None:
+        super().on_exception(trainer, pl_module, exception)
+        self._restore_handlers()
+
+    def _restore_handlers(self) -> None:
+        for signum, handler in self._previous_handlers.items():
+            signal.signal(signum, handler)
+        self._previous_handlers = {}
+
+
 class ResumeRandomState(Callback):
-    """Saves the Python, NumPy and torch (CPU and CUDA) random states with each checkpoint
-    and restores them before the first training batch after resuming, so dropout and
-    anything else random continue exactly as in the uninterrupted run."""
+    """Training's random stream (Python, NumPy, torch CPU and CUDA) continues from one
+    training step to the next whatever happens between them, and a resumed run continues
+    it from its checkpoint: the run is the same run, bit for bit, from any checkpoint.
+
+    Between two training steps Lightning validates, starts the next epoch's data loader and
+    writes checkpoints; some of that draws from the global generators (a ``DataLoader``
+    iterator draws its base seed from torch's), and a resumed run does those at other
+    moments (it starts a loader where the uninterrupted run was mid-epoch). So the state at
+    the end of each step is kept, put back before the next step and saved in checkpoints:
+    dropout and everything random in a step see the same numbers in every run.
+    """
 
     def __init__(self) -> None:
-        self._pending: dict | None = None
+        self._state: dict | None = None  # the random states at the end of the last training step
 
     def state_dict(self) -> dict:
-        numpy_state = np.random.get_state()
-        return {
-            "python": random.getstate(),
-            "numpy": (numpy_state[0], torch.from_numpy(numpy_state[1].copy()), *numpy_state[2:]),
-            "torch": torch.get_rng_state(),
-            "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
-        }
+        return self._state if self._state is not None else _random_states()
 
     def load_state_dict(self, state_dict: dict) -> None:
-        self._pending = state_dict
+        self._state = state_dict
 
     def on_train_batch_start(self, trainer: Trainer, pl_module: LightningModule, batch, batch_idx: int) -> None:
-        if self._pending is None:
-            return
-        state, self._pending = self._pending, None
-        random.setstate(state["python"])
-        kind, keys, *rest = state["numpy"]
-        np.random.set_state((kind, keys.numpy(), *rest))
-        torch.set_rng_state(state["torch"])
-        if state["cuda"] and torch.cuda.is_available():
-            torch.cuda.set_rng_state_all(state["cuda"])
+        if self._state is not None:
+            _set_random_states(self._state)
+
+    def on_train_batch_end(self, trainer: Trainer, pl_module: LightningModule, outputs, batch, batch_idx: int) -> None:
+        self._state = _random_states()
+
+
+class ResumeAtEpochEnd(Callback):
+    """Resuming from a checkpoint written at the end of an epoch (``on_train_epoch_end``:
+    a ``ModelCheckpoint`` that saves there, as one does by default when a run validates once
+    an epoch) continues with the next epoch as the uninterrupted run does.
+
+    Lightning (2.6) resumes such a checkpoint by ending its epoch a second time and then
+    counts epochs one too high: the next epoch's batches are shuffled as the one after
+    it's (``set_epoch``) and ``max_epochs`` stops the run an epoch early. The checkpoint's
+    epoch counter is put back to where it stands at the end of the epoch's last validation
+    or step, a state Lightning resumes exactly.
+    """
+
+    def on_load_checkpoint(self, trainer: Trainer, pl_module: LightningModule, checkpoint: dict) -> None:
+        progress = checkpoint.get("loops", {}).get("fit_loop", {}).get("epoch_progress")
+        if progress and progress["total"]["processed"] == progress["total"]["completed"] + 1:
+            for counts in (progress["total"], progress["current"]):
+                counts["processed"] -= 1
+
+
+def _random_states() -> dict:
+    """The Python, NumPy and torch (CPU and every CUDA device) random states."""
+    numpy_state = np.random.get_state()
+    return {
+        "python": random.getstate(),
+        "numpy": (numpy_state[0], torch.from_numpy(numpy_state[1].copy()), *numpy_state[2:]),
+        "torch": torch.get_rng_state(),
+        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+    }
+
+
+def _set_random_states(state: dict) -> None:
+    random.setstate(state["python"])
+    kind, keys, *rest = state["numpy"]
+    np.random.set_state((kind, keys.numpy(), *rest))
+    torch.set_rng_state(state["torch"])
+    if state["cuda"] and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])

@@ -6,6 +6,8 @@ import torch
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence
 
+from objectives.conventions import ConfigurationError
+
 
 class CharacterEncoder(nn.Module):
     """Words -> vectors read from their spelling, as UDPipe 2's character-level word
@@ -23,7 +25,7 @@ class CharacterEncoder(nn.Module):
     def __init__(self, size: int = 256, embedding_size: int = 64, max_bytes: int = 32):
         super().__init__()
         if size < 2 or size % 2:
-            raise ValueError(f"characters: the size must be a positive even number, got {size}")
+            raise ConfigurationError(f"characters: the size must be a positive even number, got {size}")
         self.size, self.max_bytes = size, max_bytes
         self.embedding = nn.Embedding(257, embedding_size, padding_idx=0)  # byte b has id b + 1
         self.gru = nn.GRU(embedding_size, size // 2, batch_first=True, bidirectional=True)

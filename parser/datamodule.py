@@ -15,6 +15,8 @@ from lightning.pytorch.utilities import CombinedLoader
 from torch.utils.data import DataLoader, Dataset
 from torchdata.stateful_dataloader import StatefulDataLoader
 
+from objectives.conventions import ConfigurationError
+
 from .batch import Batch, collate
 from .fetch import default_root
 from .sampler import BucketBatchSampler
@@ -111,7 +113,7 @@ class DependencyDataModule(LightningDataModule):
                  unlabeled_tags: Literal["keep", "drop"] = "keep"):
         super().__init__()
         if labeled_size is not None and labeled_size < 1:
-            raise ValueError(f"labeled_size must be at least 1, not {labeled_size}")
+            raise ConfigurationError(f"labeled_size must be at least 1, not {labeled_size}")
         self.save_hyperparameters()
         self.treebank = treebank
         self.root = Path(root) if root is not None else default_root()
@@ -127,7 +129,7 @@ class DependencyDataModule(LightningDataModule):
         self.shuffle_buffer = shuffle_buffer
         self.on_bad_unlabeled = on_bad_unlabeled
         if unlabeled_tags not in ("keep", "drop"):
-            raise ValueError(f"unlabeled_tags must be 'keep' or 'drop', not {unlabeled_tags!r}")
+            raise ConfigurationError(f"unlabeled_tags must be 'keep' or 'drop', not {unlabeled_tags!r}")
         self.unlabeled_tags = unlabeled_tags
 
         self.upos_vocab = build_upos_vocab()

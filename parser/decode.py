@@ -28,7 +28,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from objectives.conventions import IGNORE_INDEX, arc_mask, word_mask
+from objectives.conventions import IGNORE_INDEX, ConfigurationError, arc_mask, word_mask
 
 from .evaluate import nonprojective_arcs
 
@@ -103,7 +103,7 @@ def crossing_gaps(scores: Tensor, lengths: Tensor, multiroot: bool = False) -> t
 def check_decoder(projective: bool | None, crossing_margin: float | None) -> None:
     """Raise unless at most one of the two decoder choices is given."""
     if projective and crossing_margin is not None:
-        raise ValueError("give projective (always Eisner) or a crossing margin (Eisner unless a crossing tree "
+        raise ConfigurationError("give projective (always Eisner) or a crossing margin (Eisner unless a crossing tree "
                          "wins by the margin), not both")
 
 

@@ -12,6 +12,8 @@ from torch.nn import functional as F
 from transformers import AutoConfig, AutoModel, AutoTokenizer
 from transformers.utils import logging as hf_logging
 
+from objectives.conventions import ConfigurationError
+
 from .characters import CharacterEncoder
 from .pretrained import resolve_model_path
 from .sentence_lstm import SentenceLSTM
@@ -90,7 +92,7 @@ class SubwordTokenizer:
 
     def __init__(self, tokenizer, limit: int, pooling: str = "first", max_length: int | None = None, stride: int = 128):
         if pooling not in ("first", "mean"):
-            raise ValueError(f"pooling must be 'first' or 'mean', got {pooling!r}")
+            raise ConfigurationError(f"pooling must be 'first' or 'mean', got {pooling!r}")
         if not tokenizer.is_fast:
             raise ValueError(f"{tokenizer.name_or_path}: a fast tokenizer is required for word alignment")
         self.tokenizer = tokenizer
@@ -103,7 +105,7 @@ class SubwordTokenizer:
         self.max_length = max_length or limit
         self.window = self.max_length - len(self._prefix) - len(self._suffix)
         if self.window < 1 or self.max_length > limit:
-            raise ValueError(f"max_length={max_length}: need room for subwords and <= {limit}")
+            raise ConfigurationError(f"max_length={max_length}: need room for subwords and <= {limit}")
         self.stride = min(stride, self.window // 2)
 
     def _subword_ids(self, words: list[list[str]]) -> tuple[list[list[int]], list[list[int]]]:
@@ -247,7 +249,7 @@ class WordEncoder(nn.Module):
         self.subwords = SubwordTokenizer(tokenizer, limit, pooling, max_length, stride)
         layers = self.model.config.num_hidden_layers
         if not (isinstance(freeze, bool) or freeze == "embeddings" or (type(freeze) is int and 0 < freeze < layers)):
-            raise ValueError(f"freeze must be true, false, 'embeddings' or a number of layers from 1 to {layers - 1}, "
+            raise ConfigurationError(f"freeze must be true, false, 'embeddings' or a number of layers from 1 to {layers - 1}, "
                              f"got {freeze!r}")
         self.freeze = freeze is True
         self.dropout = nn.Dropout(dropout)
@@ -257,7 +259,7 @@ class WordEncoder(nn.Module):
             self.mix_gamma = nn.Parameter(torch.ones(()))
         self.characters = CharacterEncoder(characters) if characters > 0 else None
         if not 0.0 <= word_dropout < 1.0:
-            raise ValueError(f"word_dropout must be in [0, 1), got {word_dropout}")
+            raise ConfigurationError(f"word_dropout must be in [0, 1), got {word_dropout}")
         self.word_dropout = word_dropout
         self.lstm = None
         self._size = self.model.config.hidden_size + (self.characters.size if self.characters is not None else 0)

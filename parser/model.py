@@ -18,7 +18,7 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 from torchmetrics.classification import MulticlassAccuracy
 
-from objectives.conventions import IGNORE_INDEX
+from objectives.conventions import IGNORE_INDEX, ConfigurationError
 from objectives.mtt import marginals as arc_marginals
 from objectives.objective import Objective, ObjectiveContext, Scores
 from objectives.schedule import linear_warmup_decay
@@ -166,7 +166,7 @@ class Parser(LightningModule):
         super().__init__()
         check_decoder(projective, crossing_margin)
         if unsupervised_schedule not in ("constant", "linear_decay"):
-            raise ValueError(f"unsupervised_schedule must be 'constant' or 'linear_decay', got {unsupervised_schedule!r}")
+            raise ConfigurationError(f"unsupervised_schedule must be 'constant' or 'linear_decay', got {unsupervised_schedule!r}")
         self.save_hyperparameters(ignore=["supervised", "unsupervised", "encoder_source"])
         self.encoder = WordEncoder(encoder, pooling=pooling, max_length=max_subwords, stride=window_stride,
                                    dropout=encoder_dropout, freeze=freeze_encoder, layer_mix=layer_mix,
@@ -218,14 +218,14 @@ class Parser(LightningModule):
             total_steps=self.total_steps() if stage == "fit" else None,
         )
         if stage == "fit" and self.supervised is None and self.unsupervised is None and self.tagger is None:
-            raise ValueError("nothing to train: give the parser an objective (--model.supervised, e.g. "
+            raise ConfigurationError("nothing to train: give the parser an objective (--model.supervised, e.g. "
                              "objectives.Likelihood, or --model.unsupervised) or a tagger (--model.tagger_weight)")
         for objective in (self.supervised, self.unsupervised):
             if objective is not None:
                 objective.setup(context)
         needs_upos = self.unsupervised is not None and self.unsupervised.needs_upos and self.tagger is None
         if needs_upos and datamodule is not None and datamodule.has_unlabeled and not datamodule.unlabeled_has_upos:
-            raise ValueError(
+            raise ConfigurationError(
                 f"{type(self.unsupervised).__name__} needs UPOS tags on the unlabeled sentences, "
                 "but they have none (plain text?): give tagged CoNLL-U via --data.unlabeled, or train a "
                 "tagger with --model.tagger_weight 1.0 to tag them"
@@ -234,15 +234,21 @@ class Parser(LightningModule):
             return  # the teacher only trains: test, validate and predict do without its file
         ema = self.hparams.teacher_ema
         if self.hparams.teacher and ema is not None:
-            raise ValueError("give --model.teacher (a file) or --model.teacher_ema (a moving average), not both")
+            raise ConfigurationError("give --model.teacher (a file) or --model.teacher_ema (a moving average), not both")
         needs_teacher = self.unsupervised is not None and self.unsupervised.needs_teacher
         if needs_teacher and not self.hparams.teacher and ema is None:
-            raise ValueError(f"{type(self.unsupervised).__name__} needs a teacher: pass --model.teacher PATH.ckpt "
+            raise ConfigurationError(f"{type(self.unsupervised).__name__} needs a teacher: pass --model.teacher PATH.ckpt "
                              "or --model.teacher_ema 0.999")
         if self._teacher:
             return
         if self.hparams.teacher:
             teacher = Parser.load(self.hparams.teacher)
+            if teacher.hparams.multiroot != self.hparams.multiroot:
+                trees = {True: "multi-root", False: "single-root"}
+                raise ConfigurationError(
+                    f"the teacher {self.hparams.teacher} parses {trees[teacher.hparams.multiroot]} trees, this parser "
+                    f"{trees[self.hparams.multiroot]} ones: give --model.multiroot {teacher.hparams.multiroot} or "
+                    "another teacher")
         elif ema is not None:
             teacher = copy.deepcopy(ScoringParts(self.encoder, self.scorer, self.label_vocab))
         else:
@@ -390,7 +396,7 @@ class Parser(LightningModule):
         decaying weight) falls to 0."""
         steps = self.trainer.estimated_stepping_batches
         if math.isinf(steps):
-            raise ValueError("training needs a finite length (trainer.max_steps or max_epochs): the learning rate decays to 0 over it")
+            raise ConfigurationError("training needs a finite length (trainer.max_steps or max_epochs): the learning rate decays to 0 over it")
         return max(int(steps), 1)
 
     def configure_optimizers(self):

@@ -102,8 +102,9 @@ def figure(runs: list[tuple[str, Curves]], columns: int = 4):
         for color, (_, curves) in zip(colors, runs):
             if metric in curves:
                 steps, values = curves[metric]
-                dev = metric.startswith("val/")
-                ax.plot(steps, values, color=color, linewidth=1.3, marker="o" if dev else None, markersize=3)
+                # dev scores are points; a curve of one logged step is one too (a line of one point is invisible)
+                marked = metric.startswith("val/") or len(steps) == 1
+                ax.plot(steps, values, color=color, linewidth=1.3, marker="o" if marked else None, markersize=3)
         ax.set_title(TITLES.get(metric, f"learning rate ({metric})" if metric.startswith("lr-") else metric), fontsize=10)
         ax.tick_params(labelsize=8)
         ax.grid(alpha=0.3)

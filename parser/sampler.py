@@ -10,6 +10,8 @@ import torch
 import torch.distributed as dist
 from torch.utils.data import DistributedSampler
 
+from objectives.conventions import ConfigurationError
+
 
 def length_batches(lengths: Sequence[int], order: Iterable[int], batch_tokens: int,
                    max_sentences: int) -> list[list[int]]:
@@ -17,7 +19,7 @@ def length_batches(lengths: Sequence[int], order: Iterable[int], batch_tokens: i
     greedily into batches of at most ``max_sentences`` sentences and ``batch_tokens`` padded
     words (batch size x longest length); a longer sentence gets a batch of its own."""
     if batch_tokens < 1 or max_sentences < 1:
-        raise ValueError("batch_tokens and max_sentences must be positive")
+        raise ConfigurationError("batch_tokens and max_sentences must be positive")
     batches: list[list[int]] = []
     batch: list[int] = []
     longest = 0

@@ -1,5 +1,8 @@
 """Sentences in and out: CoNLL-U and one-sentence-per-line text files <-> :class:`Sentence`.
 
+Text files hold one tokenised sentence per line; blank lines separate paragraphs (the
+sentence after them carries CoNLL-U's ``# newpar``).
+
 Reading keeps every column, comment, multiword token and empty node, so that
 ``read_conllu`` then ``write_conllu`` reproduces a UD file byte for byte; malformed input
 (bytes that are not UTF-8 included) raises :class:`ConlluError` naming file and line. A
@@ -98,28 +101,35 @@ def is_text(path: str | os.PathLike) -> bool:
 @dataclass
 class Record:
     """The undecoded lines of one sentence (a line of text or a blank-line-separated
-    CoNLL-U block), without line ends; ``line`` is the number of the first."""
+    CoNLL-U block), without line ends; ``line`` is the number of the first;
+    ``new_paragraph``: a text line that follows blank lines."""
 
     line: int
     lines: list[bytes]
+    new_paragraph: bool = False
 
 
 def records(path: str | os.PathLike, text: bool) -> Iterator[Record]:
-    """The file's sentences as undecoded Records, read lazily: one per line with ``text``,
-    else one per CoNLL-U block.
+    """The file's sentences as undecoded Records, read lazily: one per non-blank line with
+    ``text`` (blank lines start a paragraph), else one per CoNLL-U block.
 
     Raises ConlluError for a binary file (a NUL byte or the gzip signature at its start)
     and for a ``.gz`` that is not gzip or ends early.
     """
     block: list[bytes] = []
     start = number = 0
+    sentences = blank = 0  # text: sentences so far, and whether blank lines followed the last
     with open_bytes(path) as file:
         try:
             _check_text(path, file.peek(4096)[:4096])
             for number, line in enumerate(file, 1):
                 stripped = line.rstrip(b"\r\n")
                 if text:
-                    yield Record(number, [stripped])
+                    if not stripped.strip():
+                        blank = True
+                        continue
+                    yield Record(number, [stripped], new_paragraph=bool(sentences and blank))
+                    sentences, blank = sentences + 1, False
                 elif stripped.strip():
                     if not block:
                         start = number
@@ -157,17 +167,19 @@ def parse_record(path: str | os.PathLike, record: Record, text: bool, trees: boo
     for anything malformed, the tree itself excepted (see ``read_conllu``).
 
     A text line's words get UPOS ``_`` and no tree, and a TokenList with a ``# text``
-    comment so that predictions can be written as CoNLL-U.
+    comment (after ``# newpar`` when it starts a paragraph) so that predictions can be
+    written as CoNLL-U.
     """
     lines = _decode(path, record)
     if not text:
         return _parse_block(path, record.line, lines, trees)
     words = lines[0].split()
-    if not words:
-        raise ConlluError(f"{path}:{record.line}: blank line (expected one sentence per line)")
+    if not words:  # blank but for Unicode spaces, which ``records`` cannot see in undecoded bytes
+        raise ConlluError(f"{path}:{record.line}: a line of spaces only (expected one sentence per line)")
     tokens = [conllu.Token(zip(FIELDS, (i, word, "_", "_", "_", "_", None, "_", "_", "_")))
               for i, word in enumerate(words, 1)]
-    tokenlist = conllu.TokenList(tokens, conllu.Metadata(text=" ".join(words)))
+    comments = {"newpar": None} if record.new_paragraph else {}
+    tokenlist = conllu.TokenList(tokens, conllu.Metadata(**comments, text=" ".join(words)))
     return Sentence(words, ["_"] * len(words), None, None, tokenlist, f"{path}:{record.line}")
 
 
@@ -244,7 +256,8 @@ def _tree_problem(heads: list[int]) -> str | None:
 def read_text(path: str | os.PathLike) -> list[Sentence]:
     """Read one pre-tokenised sentence per line (whitespace-separated words; ``.gz`` too).
 
-    Words get UPOS ``_`` and no trees (see ``parse_record``). A blank line raises.
+    Words get UPOS ``_`` and no trees (see ``parse_record``); blank lines separate
+    paragraphs (``# newpar`` on the sentence after them).
     """
     sentences = [parse_record(path, record, text=True) for record in records(path, text=True)]
     if not sentences:

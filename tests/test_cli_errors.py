@@ -76,3 +76,75 @@ def test_train_reports_a_setting_lightning_rejects_in_one_line(tmp_path):
     result = _run(str(REPO / "train.py"), "fit", "--config", str(REPO / "configs/likelihood.yaml"),
                   "--trainer.fast_dev_run", "-1", cwd=tmp_path)
     _one_error_line(result, "fast_dev_run=-1")
+
+
+@pytest.fixture()
+def small(ud_dir: Path, tmp_path: Path) -> dict[str, Path]:
+    """20 EWT sentences (train and dev) and the same as plain text."""
+    blocks = (ud_dir / "UD_English-EWT/en_ewt-ud-dev.conllu").read_text(encoding="utf-8").split("\n\n")[:20]
+    conllu = tmp_path / "small.conllu"
+    conllu.write_text("\n\n".join(blocks) + "\n\n", encoding="utf-8")
+    words = [[line.split("\t")[1] for line in block.splitlines() if line and line.split("\t")[0].isdigit()]
+             for block in blocks]
+    text = tmp_path / "text.txt"
+    text.write_text("".join(" ".join(w) + "\n" for w in words), encoding="utf-8")
+    return {"conllu": conllu, "text": text}
+
+
+def _fit_args(tiny_bert_dir: Path, small: dict[str, Path], config: str) -> list[str]:
+    """A shipped config on the tiny encoder and 20 sentences, for one step."""
+    return ["--config", str(REPO / "configs" / config), "--model.encoder", str(tiny_bert_dir), "--data.treebank", "null",
+            "--data.train", str(small["conllu"]), "--data.dev", str(small["conllu"]), "--trainer.max_steps", "1",
+            "--trainer.enable_progress_bar", "false", "--trainer.enable_model_summary", "false"]
+
+
+def _fit(tiny_bert_dir: Path, small: dict[str, Path], config: str, *args: str) -> subprocess.CompletedProcess:
+    """``python train.py fit`` with ``_fit_args`` and ``args``."""
+    return _run(str(REPO / "train.py"), "fit", *_fit_args(tiny_bert_dir, small, config), *args, cwd=small["conllu"].parent)
+
+
+CONFIGURATIONS_THAT_CANNOT_WORK = {  # case: (config, overrides, what the error line says)
+    "ge_on_text_without_tagger": ("ge.yaml", ["--model.tagger_weight", "0", "--data.unlabeled", "TEXT"],
+                                  ["GeneralizedExpectation needs UPOS tags", "--model.tagger_weight"]),
+    "kl_without_teacher": ("distill.yaml", [], ["Distillation needs a teacher"]),
+    "teacher_of_other_trees": ("distill.yaml", ["--model.teacher", "TEACHER"], ["multi-root trees", "--model.multiroot"]),
+    "bad_schedule": ("entropy.yaml", ["--model.unsupervised_schedule", "sometimes"],
+                     ["model.unsupervised_schedule", "linear_decay", "Got value: sometimes"]),
+    "bad_objective_schedule": ("combined.yaml", ["--model.unsupervised.init_args.schedules", "[constant, sometimes]"],
+                               ["model.unsupervised", "Got value: sometimes"]),
+    "weights_for_other_objectives": ("combined.yaml", ["--model.unsupervised.init_args.weights", "[0.1]"],
+                                     ["1 weights for 2 objectives"]),
+    "bad_last_checkpoint_minutes": ("likelihood.yaml", ["--last_checkpoint_minutes", "-1"],
+                                    ["last_checkpoint_minutes must be"]),
+    "no_ge_target": ("ge.yaml", ["--model.unsupervised.init_args.min_count", "100000"], ["no constraint's child tag"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CONFIGURATIONS_THAT_CANNOT_WORK))
+def test_train_reports_a_configuration_that_cannot_work_in_one_line(case, tiny_bert_dir, small, tmp_path, capsys):
+    """Settings that cannot work, found while the run is built or set up: one ``error:``
+    line and exit status 2, as ``python train.py`` reports them (run in this process)."""
+    import train
+    from parser.cli import run_reporting_errors
+
+    config, overrides, fragments = CONFIGURATIONS_THAT_CANNOT_WORK[case]
+    if case == "teacher_of_other_trees":  # a parser of multi-root trees teaching a single-root one
+        teacher_run = _fit(tiny_bert_dir, small, "likelihood.yaml", "--model.multiroot", "true",
+                           "--trainer.default_root_dir", str(tmp_path / "teacher"))
+        assert teacher_run.returncode == 0, teacher_run.stderr[-2000:]
+    replace = {"TEXT": str(small["text"]), "TEACHER": str(next((tmp_path / "teacher").rglob("last.ckpt"), ""))}
+    args = ["fit", *_fit_args(tiny_bert_dir, small, config), "--trainer.default_root_dir", str(tmp_path / "runs"),
+            *(replace.get(arg, arg) for arg in overrides)]
+    with pytest.raises(SystemExit) as stopped:
+        run_reporting_errors(lambda: train.main(args))
+    assert stopped.value.code == 2
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error: ")]
+    assert len(lines) == 1 and all(fragment in lines[0] for fragment in fragments), lines
+
+
+def test_train_shows_the_traceback_of_a_setup_error_with_debug(tiny_bert_dir, small):
+    """The command line itself: GE on plain text without a tagger is one line; with --debug a traceback."""
+    args = ["--model.tagger_weight", "0", "--data.unlabeled", str(small["text"])]
+    _one_error_line(_fit(tiny_bert_dir, small, "ge.yaml", *args), "needs UPOS tags")
+    debug = _fit(tiny_bert_dir, small, "ge.yaml", *args, "--debug")
+    assert debug.returncode != 0 and "Traceback" in debug.stderr and "ConfigurationError" in debug.stderr

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -37,6 +38,16 @@ def test_every_objective_config_instantiates(name, tiny_bert_dir):
                 "kl": "Distillation", "ge": "GeneralizedExpectation", "combined": "Combined"}[name]
     objectives = {type(o).__name__ for o in (cli.model.supervised, cli.model.unsupervised) if o is not None}
     assert expected in objectives
+
+
+@pytest.mark.parametrize("name", sorted(train.OBJECTIVE_CONFIGS))
+def test_shipped_configs_read_plain_text(name, tiny_bert_dir):
+    """A config whose unlabeled objective needs UPOS tags trains a tagger to give them and
+    reads the unlabeled sentences without theirs, as a user's plain text has none."""
+    args = train.expand_objective([f"--objective={name}", "--model.encoder", str(tiny_bert_dir)])
+    cli = train.main(args[1:], run=False)
+    if cli.model.unsupervised is not None and cli.model.unsupervised.needs_upos:
+        assert cli.model.tagger is not None and cli.datamodule.unlabeled_tags == "drop"
 
 
 def _readme_command(prefix: str, containing: str = "") -> list[str]:
@@ -159,6 +170,8 @@ def test_low_resource_driver_adds_only_the_cell(tiny_bert_dir, monkeypatch):
         assert options["--data.labeled_size"] == "1000" and options["--seed_everything"] == options["--data.seed"] == "3"
     with pytest.raises(ValueError, match="teacher"):
         train_command("kl", 100, 1, "UD_English-EWT", "out")
+    rooted = train_command("ge", 100, 1, "UD_English-EWT", "out", data_root="/data/ud")
+    assert rooted[rooted.index("--data.root") + 1] == "/data/ud"
     command = train_command("ge", 100, 2, "UD_English-EWT", "out", train_args="--model.unsupervised_weight 1.0")
     assert command[-2:] == ["--model.unsupervised_weight", "1.0"]
     assert train_command("supervised", "all", 1, "UD_English-EWT", "out")[9] == "null"  # a full-data row
@@ -351,3 +364,74 @@ def test_low_resource_driver_reuses_recorded_cells(tmp_path, monkeypatch):
     args = low_resource.argparse.Namespace(output=str(tmp_path), results=str(results), train_args="--model.tagger_weight 1.0",
                                            treebank="UD_English-EWT", teacher=None, teacher_treebank="UD_English-LinES")
     assert low_resource.run_cell("supervised", 100, 1, args) == (row, best, False)
+
+
+def test_callbacks_from_the_command_line_are_kept_with_the_progress_bar_on(tiny_bert_dir, ud_dir, tmp_path):
+    """The defaults (progress bar on): a ``ModelCheckpoint`` added to ``fit`` writes its
+    checkpoints, and ``predict`` with ``ConlluWriter`` writes its file, beside the defaults."""
+    data = _slice(ud_dir, tmp_path, 20)
+    model = ["--model.encoder", str(tiny_bert_dir), "--model.arc_size", "32", "--model.label_size", "16"]
+    every = tmp_path / "every"
+    cli = train.main([
+        "fit", *model, "--data.train", str(data), "--data.dev", str(data), "--data.batch_tokens", "300",
+        "--trainer.max_steps", "4", "--trainer.default_root_dir", str(tmp_path / "runs"),
+        "--trainer.enable_model_summary", "false",
+        "--trainer.callbacks+=lightning.pytorch.callbacks.ModelCheckpoint", "--trainer.callbacks.dirpath", str(every),
+        "--trainer.callbacks.every_n_train_steps=2", "--trainer.callbacks.save_top_k=-1",
+        "--trainer.callbacks.filename={step}",
+    ])
+    assert cli.trainer.progress_bar_callback is not None
+    assert sorted(p.name for p in every.glob("*.ckpt")) == ["step=2.ckpt", "step=4.ckpt"]
+    checkpoints = tmp_path / "runs" / "run" / "version_0" / "checkpoints"  # the defaults stay
+    assert (checkpoints / "best.ckpt").is_file() and (checkpoints / "last.ckpt").is_file()
+    last = checkpoints / "last.ckpt"
+
+    words = [s.words for s in read_conllu(data)]
+    text = tmp_path / "paragraphs.txt"  # plain text, a blank line between two paragraphs
+    text.write_text("".join(" ".join(w) + "\n" + ("\n" if i == 9 else "") for i, w in enumerate(words)), encoding="utf-8")
+    out = tmp_path / "out.conllu"
+    cli = train.main(["predict", *model, "--ckpt_path", str(last), "--data.predict", str(text),
+                      "--trainer.default_root_dir", str(tmp_path / "runs"),
+                      "--trainer.callbacks+=parser.predict.ConlluWriter", "--trainer.callbacks.output", str(out)])
+    assert cli.trainer.progress_bar_callback is not None
+    parsed = read_conllu(out)
+    assert [s.words for s in parsed] == words
+    assert [i for i, s in enumerate(parsed) if "newpar" in s.tokenlist.metadata] == [10]
+
+
+def test_low_resource_driver_passes_its_data_root_to_the_runs_it_launches(tmp_path, monkeypatch):
+    """``--data-root DIR`` reaches the train.py command of a cell (and of a cross-treebank
+    teacher): a treebank found there is trained on, not one under data/ud."""
+    from benchmarks import low_resource
+
+    launched = []
+
+    class Launched(Exception):
+        pass
+
+    real_run = low_resource.subprocess.run
+
+    def fake_run(command, **kwargs):
+        if command[0] != sys.executable:
+            return real_run(command, **kwargs)  # git, for the row's provenance
+        launched.append(command)
+        raise Launched
+
+    monkeypatch.setattr(low_resource.subprocess, "run", fake_run)
+    args = low_resource.argparse.Namespace(output=str(tmp_path), results=str(tmp_path / "r.jsonl"), train_args="",
+                                           treebank="UD_English-EWT", teacher=None, data_root=str(tmp_path / "ud"),
+                                           teacher_treebank="UD_English-LinES")
+    for launch in (lambda: low_resource.run_cell("supervised", 100, 1, args),
+                   lambda: low_resource.other_treebank_teacher(args, record=None)):
+        with pytest.raises(Launched):
+            launch()
+        command = launched[-1]
+        assert "train.py" in command[1] and command[command.index("--data.root") + 1] == str(tmp_path / "ud")
+
+
+def test_a_users_progress_bar_takes_the_place_of_the_default(tiny_bert_dir):
+    cli = train.main(["--model.encoder", str(tiny_bert_dir),
+                      "--trainer.callbacks+=lightning.pytorch.callbacks.TQDMProgressBar"], run=False)
+    assert type(cli.trainer.progress_bar_callback).__name__ == "TQDMProgressBar"
+    assert type(train.main(["--model.encoder", str(tiny_bert_dir)], run=False).trainer.progress_bar_callback).__name__ \
+        == "StepProgressBar"

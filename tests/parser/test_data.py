@@ -177,11 +177,22 @@ def test_read_text(tmp_path):
                                "2\tsleep\t_\t_\t_\t_\t0\troot\t_\t_\n\n")
 
 
-def test_read_text_rejects_blank_lines(tmp_path):
+def test_blank_lines_of_text_separate_paragraphs(tmp_path):
+    """Blank lines (spaces and tabs too, CRLF, several in a row) are no sentences: the
+    sentence after them starts a paragraph (``# newpar`` in the output); lines keep their numbers."""
     path = tmp_path / "raw.txt"
-    path.write_text("a b\n\nc\n")
-    with pytest.raises(ConlluError, match=f"{path}:2: blank line"):
-        read_text(path)
+    path.write_bytes(b"\na b\n\nc d e\r\n \t \n\n\nf\ng\n\n")
+    sentences = read_text(path)
+    assert [s.words for s in sentences] == [["a", "b"], ["c", "d", "e"], ["f"], ["g"]]
+    assert [s.source.rsplit(":", 1)[1] for s in sentences] == ["2", "4", "8", "9"]
+    assert ["newpar" in s.tokenlist.metadata for s in sentences] == [False, True, True, False]
+    out = tmp_path / "parsed.conllu"
+    write_conllu(sentences, out)
+    assert out.read_text().count("# newpar\n# text = ") == 2
+    assert [s.words for s in read_conllu(out, trees=False)] == [s.words for s in sentences]
+    with pytest.raises(ConlluError, match="empty file"):
+        (tmp_path / "blank.txt").write_text("\n \n\n")
+        read_text(tmp_path / "blank.txt")
 
 
 def test_vocab():

@@ -94,3 +94,19 @@ def test_low_resource_report_draws_its_figure(tmp_path):
     assert output.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
     assert _recipe("ge", "--model.unsupervised_weight 0.1 --model.unsupervised_schedule linear_decay") == \
         "ge (tag pairs from labeled, λ 0.1, decaying λ)"
+
+
+def test_a_curve_of_one_logged_step_is_drawn_as_a_visible_point(tmp_path):
+    """A run that logged its training curves once (one row): each panel shows a marker."""
+    run = read_metrics(_write_log(tmp_path / "one.csv", steps=2))
+    assert run["train/loss"] == ([1], [5.0])
+    fig = figure([("one step", run), ("longer", read_metrics(_write_log(tmp_path / "long.csv")))])
+    one_step_panels = 0
+    for ax in fig.axes:
+        for line in ax.lines:
+            if line.get_color() == "C0":  # the one-step run
+                assert len(line.get_xdata()) == 1 and line.get_marker() == "o" and line.get_markersize() > 0
+                one_step_panels += 1
+            elif not ax.get_title().startswith("dev"):
+                assert line.get_marker() in (None, "None", "")  # longer curves stay lines
+    assert one_step_panels == len(run) == 6

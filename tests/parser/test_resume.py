@@ -1,6 +1,7 @@
-"""Resuming from a checkpoint written mid-epoch continues the same run, bit for bit on CPU:
-batch order, unlabeled stream position, random states (dropout), learning-rate and lambda
-schedules, GE targets."""
+"""Resuming from any checkpoint Lightning writes during a run continues the same run, bit
+for bit on CPU: batch order, unlabeled stream position, random states (dropout),
+learning-rate and lambda schedules, GE targets, whatever ran between the checkpoint and
+the next step (validation, a new epoch's data loader)."""
 
 from __future__ import annotations
 
@@ -13,11 +14,12 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 
 from objectives.entropy_regularizer import EntropyRegularizer
 from objectives.ge import GeneralizedExpectation
-from parser.callbacks import ResumeRandomState
+from objectives.likelihood import Likelihood
+from parser.callbacks import ResumeAtEpochEnd, ResumeRandomState
 from parser.datamodule import DependencyDataModule
 from parser.model import Parser
 
-STEPS, SAVED_AT = 6, 3
+STEPS, EVERY = 9, 3  # validation and a checkpoint every 3 steps; an epoch of labeled batches is 5 or 6 steps
 
 
 @pytest.fixture()
@@ -28,32 +30,65 @@ def treebank(ud_dir: Path, tmp_path: Path) -> Path:
     return path
 
 
-def _fit(tiny_bert_dir, treebank, root: Path, unsupervised, ckpt_path: Path | None = None) -> Parser:
+def _objective(name: str):
+    if name == "entropy":
+        return EntropyRegularizer()
+    if name == "ge":
+        return GeneralizedExpectation("tag_pairs", targets_from="labeled", min_count=2)
+    return None
+
+
+def _fit(tiny_bert_dir, treebank, root: Path, objective: str, ckpt_path: Path | None = None) -> Trainer:
+    """Likelihood (with ``objective`` on the rest of the file as unlabeled text) for STEPS
+    steps, validating every EVERY; checkpoints every EVERY steps (before validation), at
+    each validation's end and at each epoch's end, all kept."""
     seed_everything(0)
-    data = DependencyDataModule(treebank=None, train=str(treebank), dev=str(treebank), labeled_size=20,
-                                batch_tokens=120, seed=3)
-    model = Parser(encoder=str(tiny_bert_dir), arc_size=32, label_size=16, warmup_steps=2, unsupervised=unsupervised,
-                   unsupervised_weight=0.5, unsupervised_warmup=2, unsupervised_schedule="linear_decay")
-    every = ModelCheckpoint(dirpath=root, filename="{step}", every_n_train_steps=SAVED_AT, save_top_k=-1)
-    trainer = Trainer(max_steps=STEPS, logger=False, enable_progress_bar=False, enable_model_summary=False,
-                      limit_val_batches=0, num_sanity_val_steps=0, callbacks=[every, ResumeRandomState()])
+    labeled_only = objective == "likelihood"
+    data = DependencyDataModule(treebank=None, train=str(treebank), dev=str(treebank), seed=3,
+                                batch_tokens=300 if labeled_only else 120, labeled_size=None if labeled_only else 20)
+    model = Parser(encoder=str(tiny_bert_dir), arc_size=32, label_size=16, warmup_steps=2, supervised=Likelihood(),
+                   unsupervised=_objective(objective), unsupervised_weight=0.5, unsupervised_warmup=2,
+                   unsupervised_schedule="linear_decay")
+    checkpoints = [
+        ModelCheckpoint(dirpath=root, filename="{step}", every_n_train_steps=EVERY, save_top_k=-1),
+        ModelCheckpoint(dirpath=root, filename="validated-{step}", monitor="val/las", mode="max", save_top_k=-1,
+                        save_on_train_epoch_end=False),
+        ModelCheckpoint(dirpath=root, filename="epoch-{epoch}-{step}", save_top_k=-1, save_on_train_epoch_end=True),
+    ]
+    trainer = Trainer(max_steps=STEPS, max_epochs=-1, logger=False, enable_progress_bar=False,
+                      enable_model_summary=False, val_check_interval=EVERY, check_val_every_n_epoch=None,
+                      limit_val_batches=2, num_sanity_val_steps=0, callbacks=[*checkpoints, ResumeRandomState(), ResumeAtEpochEnd()])
     trainer.fit(model, data, ckpt_path=ckpt_path)
     assert trainer.global_step == STEPS
-    return model
+    return trainer
+
+
+def _assert_same_parameters(straight: Parser, resumed: Parser, checkpoint: Path) -> None:
+    for (name, a), (_, b) in zip(straight.named_parameters(), resumed.named_parameters(), strict=True):
+        assert torch.equal(a, b), f"{name} differs after resuming from {checkpoint.name}"
+
+
+def test_resume_from_every_kind_of_checkpoint_is_exact(tiny_bert_dir, treebank, tmp_path):
+    """Labeled batches only (the shipped likelihood config): from the step-3 checkpoint,
+    taken before the validation at step 3 (the crash-recovery case), from the end of that
+    validation, and from the end of the first epoch (step 6, the next epoch's loader)."""
+    straight = _fit(tiny_bert_dir, treebank, tmp_path / "straight", "likelihood")
+    assert straight.num_training_batches == 6
+    written = {p.name for p in (tmp_path / "straight").glob("*.ckpt")}
+    assert {"step=3.ckpt", "validated-step=3.ckpt", "epoch-epoch=0-step=6.ckpt"} <= written
+    for name in ("step=3.ckpt", "validated-step=3.ckpt", "epoch-epoch=0-step=6.ckpt"):
+        checkpoint = tmp_path / "straight" / name
+        resumed = _fit(tiny_bert_dir, treebank, tmp_path / f"from-{name}", "likelihood", ckpt_path=checkpoint)
+        _assert_same_parameters(straight.lightning_module, resumed.lightning_module, checkpoint)
 
 
 @pytest.mark.parametrize("objective", ["entropy", "ge"])
-def test_resume_from_a_mid_epoch_checkpoint_is_exact(objective, tiny_bert_dir, treebank, tmp_path):
-    def make():
-        if objective == "entropy":
-            return EntropyRegularizer()
-        return GeneralizedExpectation("tag_pairs", targets_from="labeled", min_count=2)
-
-    straight = _fit(tiny_bert_dir, treebank, tmp_path / "straight", make())
-    checkpoint = tmp_path / "straight" / f"step={SAVED_AT}.ckpt"
+def test_resume_with_an_unlabeled_stream_from_a_mid_epoch_checkpoint_is_exact(objective, tiny_bert_dir, treebank,
+                                                                                tmp_path):
+    straight = _fit(tiny_bert_dir, treebank, tmp_path / "straight", objective)
+    checkpoint = tmp_path / "straight" / f"step={EVERY}.ckpt"
     state = torch.load(checkpoint, weights_only=False)
-    assert state["global_step"] == SAVED_AT
+    assert state["global_step"] == EVERY
     assert state["loops"]["fit_loop"]["epoch_progress"]["current"]["completed"] == 0, "the checkpoint must be mid-epoch"
-    resumed = _fit(tiny_bert_dir, treebank, tmp_path / "resumed", make(), ckpt_path=checkpoint)
-    for (name, a), (_, b) in zip(straight.named_parameters(), resumed.named_parameters(), strict=True):
-        assert torch.equal(a, b), f"{name} differs after resuming"
+    resumed = _fit(tiny_bert_dir, treebank, tmp_path / "resumed", objective, ckpt_path=checkpoint)
+    _assert_same_parameters(straight.lightning_module, resumed.lightning_module, checkpoint)
