@@ -223,8 +223,12 @@ class Parser(LightningModule):
         for objective in (self.supervised, self.unsupervised):
             if objective is not None:
                 objective.setup(context)
+        unlabeled = datamodule is not None and datamodule.has_unlabeled
+        if self.unsupervised is not None and self.unsupervised.needs_gold and unlabeled:
+            raise ConfigurationError(f"{type(self.unsupervised).__name__} needs gold trees, which unlabeled sentences do not "
+                                     "have: give it as --model.supervised, or train without unlabeled data")
         needs_upos = self.unsupervised is not None and self.unsupervised.needs_upos and self.tagger is None
-        if needs_upos and datamodule is not None and datamodule.has_unlabeled and not datamodule.unlabeled_has_upos:
+        if needs_upos and unlabeled and not datamodule.unlabeled_has_upos:
             raise ConfigurationError(
                 f"{type(self.unsupervised).__name__} needs UPOS tags on the unlabeled sentences, "
                 "but they have none (plain text?): give tagged CoNLL-U via --data.unlabeled, or train a "

@@ -116,6 +116,8 @@ CONFIGURATIONS_THAT_CANNOT_WORK = {  # case: (config, overrides, what the error 
                                      ["1 weights for 2 objectives"]),
     "bad_last_checkpoint_minutes": ("likelihood.yaml", ["--last_checkpoint_minutes", "-1"],
                                     ["last_checkpoint_minutes must be"]),
+    "gold_objective_on_unlabeled": ("likelihood.yaml", ["--model.unsupervised", "objectives.Risk", "--data.unlabeled", "TEXT"],
+                                    ["Risk needs gold trees", "--model.supervised"]),
     "no_ge_target": ("ge.yaml", ["--model.unsupervised.init_args.min_count", "100000"], ["no constraint's child tag"]),
 }
 
