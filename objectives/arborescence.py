@@ -1,0 +1,145 @@
+"""Exact maximum spanning arborescences of a batch, in torch on the scores' device.
+
+:func:`maximum_arborescence` is Chu-Liu-Edmonds vectorised over the batch: every
+sentence contracts all cycles of its greedy graph at once, in lockstep with the others,
+so one round is a few `(B, N+1, N+1)` tensor operations and there is no host round trip
+per sentence. The graph keeps its original `N+1` nodes; a contracted cycle is a
+*component* (named by its smallest node), and an arc between two components is the best
+original arc between them. Each round:
+
+1. every component (but the root's) takes its best incoming arc from another component
+   (smallest node, then smallest head on ties: deterministic);
+2. the scores of all arcs into a component are lowered by that arc's score (every tree
+   gives each component exactly one incoming arc, so this shifts every tree equally);
+3. the components on a cycle of the chosen arcs (found by pointer doubling) merge.
+
+A sentence whose chosen arcs make no cycle is done; at most `N` rounds, few in practice.
+Expanding runs the rounds backwards: a component keeps its chosen arc unless a later
+round already gave one of its nodes a head (then that arc entered it from outside).
+
+Sentences whose greedy heads already form a (single-root) tree skip the rounds. The
+single-root constraint is exact by the reweighting of Stanojević & Cohen (2021): root arcs
+are lowered by more than any tree's score spread, so a tree with one root arc beats any
+with two, and single-root trees keep their order. `-inf` arcs get a finite penalty below
+that spread, so the tree returned uses as few `-inf` arcs as any tree of the set and a
+valid tree comes back even when every tree scores `-inf`. Works in float64.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from .conventions import arc_mask, word_mask
+
+__all__ = ["maximum_arborescence", "is_tree", "tree_scores"]
+
+
+def maximum_arborescence(scores: Tensor, lengths: Tensor, multiroot: bool = False) -> Tensor:
+    """Best tree of every sentence of a batch.
+
+    Args:
+        scores: `(B, N+1, N+1)`, `scores[b, h, m]` the log-weight of the arc h -> m;
+            column 0, the diagonal and padding are ignored. Finite or `-inf`.
+        lengths: `(B,)` words per sentence (at least 1).
+        multiroot: allow several words to attach to the root; by default exactly one.
+
+    Returns:
+        heads: `(B, N+1)` long on the device of `scores`, 0 at position 0 and on padding.
+    """
+    size = scores.shape[-1]
+    lengths = lengths.to(scores.device)
+    arcs = arc_mask(lengths, size - 1)
+    masked = scores.detach().to(torch.float64).masked_fill(~arcs, float("-inf"))
+    words = word_mask(lengths, size - 1)
+    heads = masked.argmax(1).masked_fill(~words, 0)
+    slow = ~is_tree(heads)
+    if not multiroot:
+        slow |= ((heads == 0) & words).sum(1) != 1
+    if bool(slow.any()):
+        index = slow.nonzero().flatten()
+        weights = _finite_weights(masked[index], arcs[index], lengths[index], multiroot)
+        heads[index] = _chu_liu_edmonds(weights, words[index])
+    return heads
+
+
+def is_tree(heads: Tensor) -> Tensor:
+    """Whether each row of `heads` `(B, N+1)` (0 at position 0 and on padding) leads every
+    node to 0 (pointer doubling: after k squarings a node points to its 2^k-th ancestor).
+    Returns a bool `(B,)`."""
+    ancestor = heads
+    for _ in range(max(1, (heads.shape[1] - 1).bit_length())):
+        ancestor = ancestor.gather(1, ancestor)
+    return (ancestor == 0).all(1)
+
+
+def tree_scores(scores: Tensor, heads: Tensor, lengths: Tensor) -> Tensor:
+    """``(B,)`` the sum of the arc scores ``(B, N+1, N+1)`` of each tree ``heads`` ``(B, N+1)``."""
+    arcs = scores.gather(1, heads.unsqueeze(1)).squeeze(1)  # (B, N+1): scores[b, heads[b, m], m]
+    return arcs.masked_fill(~word_mask(lengths.to(heads.device), scores.shape[-1] - 1), 0.0).sum(-1)
+
+
+def _finite_weights(masked: Tensor, arcs: Tensor, lengths: Tensor, multiroot: bool) -> Tensor:
+    """Float64 weights `(B, N+1, N+1)`, finite on arcs and `-inf` elsewhere, whose best tree
+    is the one wanted: `-inf` arcs sit one tree's spread below the lowest finite arc, and
+    (single-root) root arcs sit one more spread lower."""
+    finite = arcs & torch.isfinite(masked)
+    low = masked.masked_fill(~finite, float("inf")).amin((1, 2)).nan_to_num(0.0, 0.0, 0.0)
+    high = masked.masked_fill(~finite, float("-inf")).amax((1, 2)).nan_to_num(0.0, 0.0, 0.0)
+    size = (lengths + 1).to(torch.float64)
+    penalty = low - size * (high - low) - 1.0  # one -inf arc more always loses
+    weights = torch.where(finite, masked, penalty[:, None, None])
+    if not multiroot:  # one root arc more always loses
+        spread = size * (high - penalty) + 1.0
+        weights[:, 0] -= spread[:, None]
+    return weights.masked_fill(~arcs, float("-inf"))
+
+
+def _chu_liu_edmonds(weights: Tensor, words: Tensor) -> Tensor:
+    """Heads `(B, N+1)` of the best arborescence of each finite-on-arcs graph `(B, N+1, N+1)`;
+    ``words`` `(B, N+1)` marks the real words."""
+    batch, size, _ = weights.shape
+    positions = torch.arange(size, device=weights.device).expand(batch, size)
+    steps = max(1, (size - 1).bit_length())
+    component = positions.masked_fill(~words, 0)  # padding joins the root's component
+    running = torch.ones(batch, dtype=torch.bool, device=weights.device)
+    rounds = []
+    weights = weights.clone()
+    for _ in range(size):
+        # 1. Each component's best incoming arc (from another component).
+        outside = component.unsqueeze(2) != component.unsqueeze(1)  # (B, h, m)
+        available = weights.masked_fill(~outside, float("-inf"))
+        best, head = available.max(1)  # (B, N+1) per node m
+        best = best.masked_fill(component == 0, float("-inf"))
+        component_best = torch.full_like(best, float("-inf")).scatter_reduce(1, component, best, "amax")
+        is_best = (best == component_best.gather(1, component)) & (component != 0)
+        node = torch.full_like(component, size).scatter_reduce(
+            1, component, positions.masked_fill(~is_best, size), "amin")  # (B, C): its entry node
+        active = (component == positions) & (positions != 0)  # (B, C): components
+        node = torch.where(active, node, 0)
+        source = torch.where(active, head.gather(1, node), 0)  # (B, C)
+        rounds.append((component, node, source, running.clone()))
+        # 2. Lower every component's incoming arcs by its chosen arc's score.
+        lowered = torch.where(active, component_best, 0.0).gather(1, component)  # (B, N+1) per node
+        weights -= lowered.unsqueeze(1)
+        # 3. Merge the components on a cycle of the chosen arcs.
+        parent = torch.where(active, component.gather(1, source), 0)  # (B, C)
+        ancestor, smallest = parent, torch.minimum(positions, parent)
+        for _ in range(steps):
+            smallest = torch.minimum(smallest, smallest.gather(1, ancestor))
+            ancestor = ancestor.gather(1, ancestor)
+        on_cycle = torch.zeros_like(active).scatter_(1, ancestor, True) & active
+        running &= on_cycle.any(1)
+        if not bool(running.any()):
+            break
+        merged = torch.where(on_cycle, smallest, positions)
+        component = torch.where(running.unsqueeze(1), merged.gather(1, component), component)
+    heads = torch.zeros_like(component)
+    entered = torch.zeros(batch, size + 1, dtype=torch.long, device=weights.device)
+    for component, node, source, valid in reversed(rounds):
+        taken = torch.zeros_like(entered[:, :size]).scatter_reduce(1, component, entered[:, :size], "amax")
+        keep = (component == positions) & (positions != 0) & (taken == 0) & valid.unsqueeze(1)
+        target = torch.where(keep, node, size)
+        entered.scatter_(1, target, 1)
+        heads = torch.cat([heads, heads[:, :1]], 1).scatter_(1, target, source)[:, :size]
+    return heads.masked_fill(~words, 0)
