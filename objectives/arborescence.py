@@ -27,12 +27,15 @@ valid tree comes back even when every tree scores `-inf`. Works in float64.
 
 from __future__ import annotations
 
+import heapq
+import itertools
+
 import torch
 from torch import Tensor
 
 from .conventions import arc_mask, word_mask
 
-__all__ = ["maximum_arborescence", "is_tree", "tree_scores"]
+__all__ = ["maximum_arborescence", "kbest_arborescences", "is_tree", "tree_scores"]
 
 
 def maximum_arborescence(scores: Tensor, lengths: Tensor, multiroot: bool = False) -> Tensor:
@@ -61,6 +64,73 @@ def maximum_arborescence(scores: Tensor, lengths: Tensor, multiroot: bool = Fals
         weights = _finite_weights(masked[index], arcs[index], lengths[index], multiroot)
         heads[index] = _chu_liu_edmonds(weights, words[index])
     return heads
+
+
+def kbest_arborescences(scores: Tensor, lengths: Tensor, k: int, multiroot: bool = False) -> tuple[Tensor, Tensor]:
+    """The ``k`` best trees of every sentence, best first, by Lawler's (1972) partitioning
+    with :func:`maximum_arborescence` as the subroutine (as Murty's ranking of assignments).
+
+    Each sentence keeps a queue of disjoint tree sets, each given by arcs it must contain
+    and arcs it must avoid, scored by its best tree. Taking the best tree d of the best set
+    (its free words m_1..m_j in order) splits the rest of that set into j sets: the i-th
+    keeps the arcs of m_1..m_{i-1} from d and avoids d's arc into m_i. Every round solves
+    the new sets of all sentences in one batched call: O(k N) decodings of `(N+1)^2`
+    graphs per sentence. Only trees with a finite score count (an arc scored `-inf`
+    is no arc here), so a sentence may have fewer than ``k``.
+
+    Args:
+        scores: `(B, N+1, N+1)` arc scores, finite or `-inf` on arcs.
+        lengths: `(B,)` words per sentence.
+        k: how many trees per sentence (at least 1).
+        multiroot: multi-root trees; by default single-root.
+
+    Returns:
+        heads `(k, B, N+1)` long (0 where a sentence has fewer trees) and their scores
+        `(k, B)` in the dtype of `scores` (`-inf` where a sentence has fewer trees).
+    """
+    batch, size = scores.shape[0], scores.shape[-1]
+    lengths = lengths.to(scores.device)
+    exact = scores.detach().masked_fill(~arc_mask(lengths, size - 1), float("-inf"))
+    heads = torch.zeros(k, batch, size, dtype=torch.long, device=scores.device)
+    values = torch.full((k, batch), float("-inf"), dtype=scores.dtype, device=scores.device)
+    order = itertools.count()  # breaks ties in the queues, first found first
+    queues: list[list] = [[] for _ in range(batch)]
+    # A tree set: (sentence, fixed heads (N+1,) with -1 for free words, avoided arcs (N+1, N+1)).
+    sets = [(b, torch.full((size,), -1, device=scores.device), torch.zeros(size, size, dtype=torch.bool, device=scores.device))
+            for b in range(batch)]
+    for rank in range(k):
+        _solve(exact, lengths, multiroot, sets, queues, order)
+        sets = []
+        for b, queue in enumerate(queues):
+            if not queue:
+                continue
+            negative, _, tree, fixed, avoided = heapq.heappop(queue)
+            heads[rank, b], values[rank, b] = tree, -negative
+            free = ((fixed < 0) & word_mask(lengths[b : b + 1], size - 1)[0]).nonzero().flatten().tolist()
+            for word in free:
+                child_avoided = avoided.clone()
+                child_avoided[tree[word], word] = True
+                sets.append((b, fixed.clone(), child_avoided))
+                fixed[word] = tree[word]
+    return heads, values
+
+
+def _solve(exact: Tensor, lengths: Tensor, multiroot: bool, sets: list, queues: list, order) -> None:
+    """Decode the tree ``sets`` of :func:`kbest_arborescences` in one batch and queue the
+    best tree of each that has a finite score."""
+    if not sets:
+        return
+    index = torch.tensor([b for b, _, _ in sets], device=exact.device)
+    fixed = torch.stack([f for _, f, _ in sets])  # (S, N+1)
+    avoided = torch.stack([a for _, _, a in sets])  # (S, N+1, N+1)
+    positions = torch.arange(exact.shape[-1], device=exact.device)
+    other_head = (fixed.unsqueeze(1) >= 0) & (positions[None, :, None] != fixed.unsqueeze(1))  # (S, h, m)
+    constrained = exact[index].masked_fill(avoided | other_head, float("-inf"))
+    trees = maximum_arborescence(constrained, lengths[index], multiroot)
+    values = tree_scores(constrained, trees, lengths[index]).tolist()
+    for (b, f, a), tree, value in zip(sets, trees, values):
+        if value > float("-inf"):
+            heapq.heappush(queues[b], (-value, next(order), tree, f, a))
 
 
 def is_tree(heads: Tensor) -> Tensor:
