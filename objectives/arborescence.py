@@ -33,9 +33,9 @@ import itertools
 import torch
 from torch import Tensor
 
-from .conventions import arc_mask, word_mask
+from .conventions import IGNORE_INDEX, arc_mask, word_mask
 
-__all__ = ["maximum_arborescence", "kbest_arborescences", "is_tree", "tree_scores"]
+__all__ = ["maximum_arborescence", "best_labels", "kbest_arborescences", "is_tree", "tree_scores"]
 
 
 def maximum_arborescence(scores: Tensor, lengths: Tensor, multiroot: bool = False) -> Tensor:
@@ -131,6 +131,24 @@ def _solve(exact: Tensor, lengths: Tensor, multiroot: bool, sets: list, queues: 
     for (b, f, a), tree, value in zip(sets, trees, values):
         if value > float("-inf"):
             heapq.heappush(queues[b], (-value, next(order), tree, f, a))
+
+
+def best_labels(label_scores: Tensor, heads: Tensor, lengths: Tensor) -> Tensor:
+    """Best label of each chosen arc.
+
+    Args:
+        label_scores: `(B, N+1, N+1, L)`, scores of each label on each arc h -> m.
+        heads: `(B, N+1)` long, e.g. from :func:`maximum_arborescence`.
+        lengths: `(B,)` words per sentence.
+
+    Returns:
+        labels: `(B, N+1)` long, argmax over L at `(heads[m], m)`; `-100` at position 0
+        and on padding.
+    """
+    batch, size, _, num_labels = label_scores.shape
+    index = heads[:, None, :, None].expand(batch, 1, size, num_labels)
+    labels = label_scores.gather(1, index).squeeze(1).argmax(-1)
+    return labels.masked_fill(~word_mask(lengths.to(heads.device), size - 1), IGNORE_INDEX)
 
 
 def is_tree(heads: Tensor) -> Tensor:

@@ -8,7 +8,7 @@ from torch.distributions import Distribution, constraints, register_kl
 from torch.distributions.utils import lazy_property
 
 from . import expectations
-from .arborescence import kbest_arborescences, maximum_arborescence
+from .arborescence import best_labels, kbest_arborescences, maximum_arborescence
 from .conventions import IGNORE_INDEX, word_mask
 from .mtt import (
     Prepared,
@@ -129,8 +129,7 @@ class TreeCRF(Distribution):
             if not self.labeled:
                 return heads
             flat = heads.reshape(-1, *heads.shape[-2:])
-            draw = lambda p: torch.multinomial(p, 1, generator=generator).squeeze(-1)  # noqa: E731
-            labels = torch.stack([_chosen_labels(filled, h, self.lengths, draw) for h in flat])
+            labels = torch.stack([_sampled_labels(filled, h, self.lengths, generator) for h in flat])
             return heads, labels.view(heads.shape)
 
     def kbest(self, k: int) -> tuple[Tensor, Tensor]:
@@ -192,13 +191,13 @@ def _kl_tree_crf(p: TreeCRF, q: TreeCRF) -> Tensor:
     return p.kl_divergence(q)
 
 
-def _chosen_labels(label_scores: Tensor, heads: Tensor, lengths: Tensor, choose) -> Tensor:
-    """Labels ``(B, N+1)`` of the arcs ``heads`` ``(B, N+1)``: ``choose`` maps each arc's
-    label softmax ``(B*(N+1), L)`` to label ids; ``-100`` at position 0 and on padding."""
+def _sampled_labels(label_scores: Tensor, heads: Tensor, lengths: Tensor, generator: torch.Generator | None) -> Tensor:
+    """Labels ``(B, N+1)`` of the arcs ``heads`` ``(B, N+1)``, each drawn from its arc's label
+    softmax (``label_scores`` ``(B, N+1, N+1, L)``); ``-100`` at position 0 and on padding."""
     batch, size, _, num_labels = label_scores.shape
     index = heads[:, None, :, None].expand(batch, 1, size, num_labels)
     probabilities = label_scores.gather(1, index).squeeze(1).softmax(-1).nan_to_num(1.0 / num_labels)
-    labels = choose(probabilities.reshape(-1, num_labels)).view(batch, size)
+    labels = torch.multinomial(probabilities.reshape(-1, num_labels), 1, generator=generator).view(batch, size)
     return labels.masked_fill(~word_mask(lengths, size - 1), IGNORE_INDEX)
 
 
@@ -208,4 +207,4 @@ def _best_tree(scores: Tensor, lengths: Tensor, multiroot: bool) -> Tensor | tup
     if scores.dim() == 3:
         return maximum_arborescence(scores, lengths, multiroot)
     heads = maximum_arborescence(scores.amax(-1), lengths, multiroot)
-    return heads, _chosen_labels(scores, heads, lengths, lambda p: p.argmax(-1))
+    return heads, best_labels(scores, heads, lengths)

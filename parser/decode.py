@@ -16,8 +16,9 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from objectives.arborescence import best_labels as mst_labels
 from objectives.arborescence import maximum_arborescence, tree_scores
-from objectives.conventions import IGNORE_INDEX, arc_mask, word_mask
+from objectives.conventions import arc_mask
 
 from .evaluate import nonprojective_arcs
 
@@ -81,24 +82,6 @@ def mst_with_margin(scores: Tensor, lengths: Tensor, margin: float, multiroot: b
     ``python -m parser.crossing_margin``)."""
     spanning, projective, gap = crossing_gaps(scores, lengths, multiroot)
     return torch.where((gap > margin).unsqueeze(-1), spanning, projective)
-
-
-def mst_labels(label_scores: Tensor, heads: Tensor, lengths: Tensor) -> Tensor:
-    """Best label of each chosen arc.
-
-    Args:
-        label_scores: `(B, N+1, N+1, L)`, scores of each label on each arc h -> m.
-        heads: `(B, N+1)` long, e.g. from `mst`.
-        lengths: `(B,)` words per sentence.
-
-    Returns:
-        labels: `(B, N+1)` long, argmax over L at `(heads[m], m)`; `-100` at position 0
-        and on padding.
-    """
-    batch, size, _, num_labels = label_scores.shape
-    index = heads[:, None, :, None].expand(batch, 1, size, num_labels)
-    labels = label_scores.gather(1, index).squeeze(1).argmax(-1)
-    return labels.masked_fill(~word_mask(lengths.to(heads.device), size - 1), IGNORE_INDEX)
 
 
 def eisner(scores: np.ndarray, single_root: bool = True) -> np.ndarray:
