@@ -185,10 +185,12 @@ def _finite_weights(masked: Tensor, arcs: Tensor, lengths: Tensor, multiroot: bo
 
 def _chu_liu_edmonds(weights: Tensor, words: Tensor) -> Tensor:
     """Heads `(B, N+1)` of the best arborescence of each finite-on-arcs graph `(B, N+1, N+1)`;
-    ``words`` `(B, N+1)` marks the real words."""
+    ``words`` `(B, N+1)` marks the real words. Finished sentences leave the batch once they
+    are a quarter of it."""
     batch, size, _ = weights.shape
-    positions = torch.arange(size, device=weights.device).expand(batch, size)
     steps = max(1, (size - 1).bit_length())
+    rows = torch.arange(batch, device=weights.device)  # which sentences the batch holds
+    positions = torch.arange(size, device=weights.device).expand(batch, size)
     component = positions.masked_fill(~words, 0)  # padding joins the root's component
     running = torch.ones(batch, dtype=torch.bool, device=weights.device)
     rounds = []
@@ -196,8 +198,7 @@ def _chu_liu_edmonds(weights: Tensor, words: Tensor) -> Tensor:
     for _ in range(size):
         # 1. Each component's best incoming arc (from another component).
         outside = component.unsqueeze(2) != component.unsqueeze(1)  # (B, h, m)
-        available = weights.masked_fill(~outside, float("-inf"))
-        best, head = available.max(1)  # (B, N+1) per node m
+        best, head = weights.masked_fill(~outside, float("-inf")).max(1)  # (B, N+1) per node m
         best = best.masked_fill(component == 0, float("-inf"))
         component_best = torch.full_like(best, float("-inf")).scatter_reduce(1, component, best, "amax")
         is_best = (best == component_best.gather(1, component)) & (component != 0)
@@ -206,7 +207,7 @@ def _chu_liu_edmonds(weights: Tensor, words: Tensor) -> Tensor:
         active = (component == positions) & (positions != 0)  # (B, C): components
         node = torch.where(active, node, 0)
         source = torch.where(active, head.gather(1, node), 0)  # (B, C)
-        rounds.append((component, node, source, running.clone()))
+        rounds.append((rows, component, node, source, running.clone()))
         # 2. Lower every component's incoming arcs by its chosen arc's score.
         lowered = torch.where(active, component_best, 0.0).gather(1, component)  # (B, N+1) per node
         weights -= lowered.unsqueeze(1)
@@ -218,16 +219,24 @@ def _chu_liu_edmonds(weights: Tensor, words: Tensor) -> Tensor:
             ancestor = ancestor.gather(1, ancestor)
         on_cycle = torch.zeros_like(active).scatter_(1, ancestor, True) & active
         running &= on_cycle.any(1)
-        if not bool(running.any()):
+        still = int(running.sum())
+        if still == 0:
             break
         merged = torch.where(on_cycle, smallest, positions)
         component = torch.where(running.unsqueeze(1), merged.gather(1, component), component)
-    heads = torch.zeros_like(component)
+        if 4 * still <= len(rows):
+            keep = running.nonzero().flatten()
+            rows, weights, component, running = rows[keep], weights[keep], component[keep], running[keep]
+            positions = positions[: len(keep)]
+    heads = torch.zeros(batch, size + 1, dtype=torch.long, device=weights.device)
     entered = torch.zeros(batch, size + 1, dtype=torch.long, device=weights.device)
-    for component, node, source, valid in reversed(rounds):
-        taken = torch.zeros_like(entered[:, :size]).scatter_reduce(1, component, entered[:, :size], "amax")
+    positions = torch.arange(size, device=weights.device)
+    for rows, component, node, source, valid in reversed(rounds):
+        taken = torch.zeros_like(component).scatter_reduce(1, component, entered[rows, :size], "amax")
         keep = (component == positions) & (positions != 0) & (taken == 0) & valid.unsqueeze(1)
         target = torch.where(keep, node, size)
-        entered.scatter_(1, target, 1)
-        heads = torch.cat([heads, heads[:, :1]], 1).scatter_(1, target, source)[:, :size]
-    return heads.masked_fill(~words, 0)
+        entered[rows] = entered[rows].scatter(1, target, 1)
+        heads[rows] = heads[rows].scatter(1, target, source)
+    return heads[:, :size].masked_fill(~words, 0)
+
+
