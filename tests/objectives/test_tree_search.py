@@ -1,5 +1,7 @@
 """`TreeCRF.argmax`, `mbr`, `kbest` and `sample` against brute-force enumeration."""
 
+from pathlib import Path
+
 import pytest
 import torch
 from scipy import stats
@@ -177,3 +179,10 @@ def test_samples_follow_the_generator_and_log_prob_reads_them():
     assert log_p.shape == (2, 3, len(lengths))
     torch.testing.assert_close(log_p[1, 2], crf.log_prob(first[1, 2]))
     torch.testing.assert_close(log_p[0, 0], bl.brute_log_prob(scores, lengths, first[0, 0]), **TOL[torch.float64])
+
+
+def test_the_readme_example_runs():
+    readme = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
+    section = readme.split("### The tree distribution", 1)[1]
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    exec(compile(code, "README.md", "exec"), {})
