@@ -122,6 +122,9 @@ class TreeCRF(Distribution):
         score."""
         shape = torch.Size(sample_shape if isinstance(sample_shape, (tuple, list)) else (sample_shape,))
         count = shape.numel()
+        empty = (self.log_partition == float("-inf")).nonzero().flatten().tolist()
+        if empty:
+            raise ValueError(f"sample: sentences {empty} of the batch have no tree of finite score")
         with torch.no_grad():
             filled, arcs = self._arc_scores()
             heads = sample_trees(arcs, self.lengths, count, self.multiroot, generator)  # (count, B, N+1)

@@ -169,6 +169,13 @@ def test_labeled_samples_pass_a_chi_square_test():
     assert chi_square_p(counts, log_weights.softmax(0)) > 1e-3
 
 
+def test_sampling_a_sentence_without_trees_is_an_error():
+    scores, lengths = batch(3)
+    scores[1, 0, 1] = float("-inf")  # sentence 1 has one word: no tree left
+    with pytest.warns(RuntimeWarning), pytest.raises(ValueError, match=r"sentences \[1\]"):
+        TreeCRF(scores, lengths).sample((2,))
+
+
 def test_samples_follow_the_generator_and_log_prob_reads_them():
     scores, lengths = batch(4)
     crf = TreeCRF(scores, lengths)
