@@ -22,7 +22,8 @@ single-root constraint is exact by the reweighting of Stanojević & Cohen (2021)
 are lowered by more than any tree's score spread, so a tree with one root arc beats any
 with two, and single-root trees keep their order. `-inf` arcs get a finite penalty below
 that spread, so the tree returned uses as few `-inf` arcs as any tree of the set and a
-valid tree comes back even when every tree scores `-inf`. Works in float64.
+valid tree comes back even when every tree scores `-inf`. Works in float64 (float32 on
+MPS, which has no float64).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ import torch
 from torch import Tensor
 
 from .conventions import IGNORE_INDEX, arc_mask, word_mask
+from .mtt import _compute_dtype
 
 __all__ = ["maximum_arborescence", "best_labels", "kbest_arborescences", "is_tree", "tree_scores"]
 
@@ -53,7 +55,7 @@ def maximum_arborescence(scores: Tensor, lengths: Tensor, multiroot: bool = Fals
     size = scores.shape[-1]
     lengths = lengths.to(scores.device)
     arcs = arc_mask(lengths, size - 1)
-    masked = scores.detach().to(torch.float64).masked_fill(~arcs, float("-inf"))
+    masked = scores.detach().to(_compute_dtype(scores.device)).masked_fill(~arcs, float("-inf"))
     words = word_mask(lengths, size - 1)
     heads = masked.argmax(1).masked_fill(~words, 0)
     slow = ~is_tree(heads)
@@ -174,7 +176,7 @@ def _finite_weights(masked: Tensor, arcs: Tensor, lengths: Tensor, multiroot: bo
     finite = arcs & torch.isfinite(masked)
     low = masked.masked_fill(~finite, float("inf")).amin((1, 2)).nan_to_num(0.0, 0.0, 0.0)
     high = masked.masked_fill(~finite, float("-inf")).amax((1, 2)).nan_to_num(0.0, 0.0, 0.0)
-    size = (lengths + 1).to(torch.float64)
+    size = (lengths + 1).to(masked.dtype)
     penalty = low - size * (high - low) - 1.0  # one -inf arc more always loses
     weights = torch.where(finite, masked, penalty[:, None, None])
     if not multiroot:  # one root arc more always loses
