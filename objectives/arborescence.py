@@ -170,7 +170,7 @@ def tree_scores(scores: Tensor, heads: Tensor, lengths: Tensor) -> Tensor:
 
 
 def _finite_weights(masked: Tensor, arcs: Tensor, lengths: Tensor, multiroot: bool) -> Tensor:
-    """Float64 weights `(B, N+1, N+1)`, finite on arcs and `-inf` elsewhere, whose best tree
+    """Weights `(B, N+1, N+1)` (the dtype of ``masked``), finite on arcs and `-inf` elsewhere, whose best tree
     is the one wanted: `-inf` arcs sit one tree's spread below the lowest finite arc, and
     (single-root) root arcs sit one more spread lower."""
     finite = arcs & torch.isfinite(masked)
