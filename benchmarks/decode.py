@@ -1,19 +1,24 @@
-"""Decoding speed of `parser.decode.mst` against two single-root baselines.
+"""Decoding speed of `parser.decode.mst` (the batched torch decoder of
+`objectives.arborescence`) against the NumPy decoder it replaced and two single-root baselines.
 
 Sentence lengths come from the UD English-EWT test set (`$UD_DIR`, default
 `<repo>/../shared/data/ud`), or are sampled (mean 12, max 80) if it is missing.
 Scores are either gaussian ("random", the worst case: nearly every sentence needs
 Chu-Liu-Edmonds) or gaussian plus 10 on the arcs of a random tree ("peaked"); with
 ``--checkpoint``, also a trained parser's scores of its treebank's test sentences
-("trained"). Baselines: "reweighted" takes the greedy heads where they form a
+("trained"). Baselines: "numpy mst" is `mst` until 2026-11-25 (greedy heads, else one NumPy
+Chu-Liu-Edmonds per sentence with the single-root swap; tests/parser/numpy_mst.py), "numpy
+multiroot" the same without the root constraint; "reweighted" takes the greedy heads where they form a
 single-root tree, else lowers every root arc by more than any tree's score spread and
 runs one unconstrained CLE (Stanojević & Cohen 2021; `mst` until 2026-11-24); "reference"
 runs one unconstrained CLE per candidate root child. Prints the median, over
-interleaved repeats, of the milliseconds per sentence, and checks that every method
-finds trees of the same score.
+interleaved repeats, of the milliseconds per sentence and the NumPy decoder's time over
+each method's (single-root methods against "numpy mst", multi-root against "numpy
+multiroot"), and checks that every method finds trees of the same score. ``--device``
+decodes scores on that device (CUDA timings synchronise).
 
     python3 -m benchmarks.decode [--sentences 300] [--repeats 3] [--batch-size 32] \
-        [--checkpoint best.ckpt --treebank UD_Wolof-WTB]
+        [--checkpoint best.ckpt --treebank UD_English-EWT] [--device cpu]
 """
 
 import argparse
@@ -24,9 +29,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from parser.decode import _find_cycle, _tree_weights, chu_liu_edmonds, mst
+from parser.decode import mst
 from parser.model import Parser
 from parser.sentences import read_conllu
+from tests.parser.numpy_mst import _find_cycle, _tree_weights, chu_liu_edmonds, numpy_mst
 
 REPO = Path(__file__).resolve().parents[1]
 TEST_SET = "UD_English-EWT/en_ewt-ud-test.conllu"
@@ -152,6 +158,7 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--checkpoint", help="a trained parser: also decode its scores")
     parser.add_argument("--treebank", default="UD_English-EWT", help="whose test set --checkpoint parses")
+    parser.add_argument("--device", default="cpu", help="where the torch decoder runs (the NumPy ones on the host)")
     args = parser.parse_args()
     torch.set_num_threads(1)
     rng = np.random.default_rng(0)
@@ -171,13 +178,26 @@ def main() -> None:
         print(f"trained: {args.treebank}, {len(trained)} test sentences, mean {trained.mean():.1f} words, "
               f"{100 * slow / len(trained):.0f}% of them not a single-root tree by each word's best head")
 
+    device = torch.device(args.device)
+
+    def on_device(decode):
+        def run(scores, lengths):
+            heads = decode(scores.to(device), lengths.to(device))
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+            return heads.cpu()
+        return run
+
     methods = {
-        "mst": lambda s, n: mst(s, n),
-        "mst multiroot": lambda s, n: mst(s, n, multiroot=True),
+        "mst": on_device(lambda s, n: mst(s, n)),
+        "numpy mst": numpy_mst,
+        "mst multiroot": on_device(lambda s, n: mst(s, n, multiroot=True)),
+        "numpy multiroot": lambda s, n: numpy_mst(s, n, multiroot=True),
         "reweighted": reweighted,
         "reference": reference,
     }
-    print(f"{'scores':<8} {'method':<14} {'ms/sentence':>11} {'reweighted / method':>20}")
+    baseline = {name: "numpy multiroot" if "multiroot" in name else "numpy mst" for name in methods}
+    print(f"{'scores':<8} {'method':<16} {'ms/sentence':>11} {'numpy / method':>15}")
     for kind, batches in kinds.items():
         sentences = sum(len(n) for _, n in batches)
         times = {name: [] for name in methods}
@@ -188,11 +208,12 @@ def main() -> None:
                 outputs[name] = [decode(s, n) for s, n in batches]
                 times[name].append((time.perf_counter() - start) * 1e3 / sentences)
         for name in methods:
-            ratio = np.median(times["reweighted"]) / np.median(times[name])
-            print(f"{kind:<8} {name:<14} {np.median(times[name]):11.3f} {ratio:19.2f}x")
-        for name in ("mst", "reweighted"):
-            gap = total_score(batches, outputs["reference"]) - total_score(batches, outputs[name])
-            assert abs(gap) < 1e-3 * sentences, f"{name} and reference disagree by {gap}"
+            ratio = np.median(times[baseline[name]]) / np.median(times[name])
+            print(f"{kind:<8} {name:<16} {np.median(times[name]):11.3f} {ratio:14.2f}x")
+        for name, expected in [("mst", "reference"), ("numpy mst", "reference"), ("reweighted", "reference"),
+                               ("mst multiroot", "numpy multiroot")]:
+            gap = total_score(batches, outputs[expected]) - total_score(batches, outputs[name])
+            assert abs(gap) < 1e-3 * sentences, f"{name} and {expected} disagree by {gap}"
 
 
 if __name__ == "__main__":

@@ -1,25 +1,13 @@
-"""Exact maximum spanning arborescence decoding of arc scores.
+"""Decoding arc scores into trees.
 
-`mst` decodes a batch in two stages:
-
-1. Fast path (batched torch, on the scores' device): every word takes its best head.
-   Each word's incoming arc is then individually maximal, so when these heads already
-   form a tree (with a single root child if required), no tree can score higher. For a
-   trained parser this covers most sentences.
-2. The remaining sentences go one by one through Chu-Liu-Edmonds (`chu_liu_edmonds`,
-   numpy, float64): O(n^2) vectorised work per cycle contraction, at most n
-   contractions, so O(n^3) worst case; at treebank lengths the cost is mostly Python
-   overhead per contraction.
-
-The single-root constraint is exact and enforced inside Chu-Liu-Edmonds: while the
-cycle-free greedy graph gives the root several children, the root arc that costs least to
-give up is swapped for its child's best other arc (Gabow & Tarjan 1984, in the form of
-Zmigrod, Vieira & Cotterell 2020): a few extra steps instead of the up to n contractions
-that lowering every root arc costs (the reweighting of Stanojević & Cohen 2021, used here
-until 2026-11-24 and 5x slower on a trained parser's scores: `python -m benchmarks.decode`).
-`-inf` arcs get a finite penalty: the result uses as few `-inf` arcs as any (single-root)
-tree can, and among those trees maximises the score; so a valid tree is returned even when
-every tree scores `-inf`.
+`mst` gives each sentence its maximum spanning arborescence with the batched exact
+decoder of `objectives.arborescence` (Chu-Liu-Edmonds in lockstep over the batch, on the
+scores' device; the single-root constraint and `-inf` arcs handled exactly), or with
+``projective`` its best projective tree by Eisner's algorithm (`eisner`, numpy, per
+sentence). `mst_with_margin` chooses between the two by a crossing margin, `mst_labels`
+takes each chosen arc's best label. Until 2026-11-25 the spanning trees came from a NumPy
+Chu-Liu-Edmonds per sentence on the host; it is now the oracle of the tests
+(tests/parser/numpy_mst.py) and the baseline of `python -m benchmarks.decode`.
 """
 
 from __future__ import annotations
@@ -28,7 +16,9 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from objectives.conventions import IGNORE_INDEX, ConfigurationError, arc_mask, word_mask
+from objectives.arborescence import best_labels as mst_labels
+from objectives.arborescence import maximum_arborescence, tree_scores
+from objectives.conventions import ConfigurationError, arc_mask
 
 from .evaluate import nonprojective_arcs
 
@@ -48,39 +38,16 @@ def mst(scores: Tensor, lengths: Tensor, multiroot: bool = False, projective: bo
         heads: `(B, N+1)` long on the device of `scores`, 0 at position 0 and on
         padding. Ties are broken deterministically.
     """
+    if not projective:
+        return maximum_arborescence(scores, lengths, multiroot)
     size = scores.shape[-1]
     lengths = lengths.to(scores.device)
-    arcs = arc_mask(lengths, size - 1)
-    masked = scores.detach().masked_fill(~arcs, float("-inf"))
-    words = word_mask(lengths, size - 1)  # (B, N+1): positions 1..lengths[b]
-
-    heads = masked.argmax(1).masked_fill(~words, 0)
-    if projective:
-        cpu = masked.to("cpu", torch.float64).numpy()
-        for b, n in enumerate(lengths.tolist()):
-            heads[b, : n + 1] = torch.from_numpy(eisner(cpu[b, : n + 1, : n + 1], single_root=not multiroot))
-        return heads
-    slow = ~_is_tree(heads)
-    if not multiroot:
-        slow |= ((heads == 0) & words).sum(1) != 1
-    slow_ids = slow.nonzero().flatten().tolist()
-    if not slow_ids:
-        return heads
-
-    slow_scores = masked[slow_ids].to("cpu", torch.float64).numpy()
-    slow_heads = np.zeros((len(slow_ids), size), dtype=np.int64)
-    for row, n in enumerate(lengths[slow_ids].tolist()):
-        weights = _tree_weights(slow_scores[row, : n + 1, : n + 1])
-        slow_heads[row, : n + 1] = chu_liu_edmonds(weights, single_root=not multiroot)
-    heads[slow_ids] = torch.from_numpy(slow_heads).to(heads.device)
+    masked = scores.detach().masked_fill(~arc_mask(lengths, size - 1), float("-inf"))
+    heads = torch.zeros(masked.shape[:2], dtype=torch.long, device=scores.device)
+    cpu = masked.to("cpu", torch.float64).numpy()
+    for b, n in enumerate(lengths.tolist()):
+        heads[b, : n + 1] = torch.from_numpy(eisner(cpu[b, : n + 1, : n + 1], single_root=not multiroot))
     return heads
-
-
-def tree_scores(scores: Tensor, heads: Tensor, lengths: Tensor) -> Tensor:
-    """``(B,)`` the sum of the arc scores ``(B, N+1, N+1)`` of each sentence's tree ``heads`` ``(B, N+1)``."""
-    size = scores.shape[-1]
-    arcs = scores.gather(1, heads.unsqueeze(1)).squeeze(1)  # (B, N+1): scores[b, heads[b, m], m]
-    return arcs.masked_fill(~word_mask(lengths.to(heads.device), size - 1), 0.0).sum(-1)
 
 
 def crossing_gaps(scores: Tensor, lengths: Tensor, multiroot: bool = False) -> tuple[Tensor, Tensor, Tensor]:
@@ -115,175 +82,6 @@ def mst_with_margin(scores: Tensor, lengths: Tensor, margin: float, multiroot: b
     ``python -m parser.crossing_margin``)."""
     spanning, projective, gap = crossing_gaps(scores, lengths, multiroot)
     return torch.where((gap > margin).unsqueeze(-1), spanning, projective)
-
-
-def mst_labels(label_scores: Tensor, heads: Tensor, lengths: Tensor) -> Tensor:
-    """Best label of each chosen arc.
-
-    Args:
-        label_scores: `(B, N+1, N+1, L)`, scores of each label on each arc h -> m.
-        heads: `(B, N+1)` long, e.g. from `mst`.
-        lengths: `(B,)` words per sentence.
-
-    Returns:
-        labels: `(B, N+1)` long, argmax over L at `(heads[m], m)`; `-100` at position 0
-        and on padding.
-    """
-    batch, size, _, num_labels = label_scores.shape
-    index = heads[:, None, :, None].expand(batch, 1, size, num_labels)
-    labels = label_scores.gather(1, index).squeeze(1).argmax(-1)
-    return labels.masked_fill(~word_mask(lengths.to(heads.device), size - 1), IGNORE_INDEX)
-
-
-def chu_liu_edmonds(weights: np.ndarray, single_root: bool = False) -> np.ndarray:
-    """Exact maximum spanning arborescence of one dense graph rooted at node 0.
-
-    Contracts one cycle of the greedy graph at a time (iteratively, so long sentences
-    cannot hit the recursion limit), then expands the contractions in reverse. With
-    ``single_root``, whenever the greedy graph has no cycle but several root children,
-    the root arc with the smallest loss (its weight minus the best other arc into its
-    child) is swapped for that other arc, and a cycle this closes is contracted in turn
-    (Gabow & Tarjan 1984, as in Zmigrod, Vieira & Cotterell 2020).
-
-    Args:
-        weights: `(n+1, n+1)` float, `weights[h, m]` the weight of the arc h -> m,
-            `-inf` for no arc; column 0 and the diagonal must be `-inf`. Some tree (with
-            ``single_root``, some single-root tree) must use finite arcs only
-            (`_tree_weights` makes all arcs finite). Not modified.
-        single_root: the root has exactly one child.
-
-    Returns:
-        heads: `(n+1,)` int64, `heads[0] == 0`.
-    """
-    graph, contractions = weights, []
-    heads = graph.argmax(0)
-    heads[0] = 0
-    while True:
-        cycle = _find_cycle(heads)
-        if cycle is not None:
-            graph, contraction = _contract(graph, heads, cycle)
-            contractions.append(contraction)
-            heads = _contracted_heads(graph, heads, cycle, contraction[2])
-            continue
-        children = np.flatnonzero(heads[1:] == 0) + 1
-        if not single_root or len(children) < 2:
-            break
-        # Swap: the root child that loses least takes its best other head (maybe a cycle).
-        others = graph[1:, children].argmax(0) + 1
-        loss = graph[0, children] - graph[others, children]
-        cheapest = loss.argmin()
-        heads[children[cheapest]] = others[cheapest]
-    for contraction in reversed(contractions):
-        heads = _expand(heads, *contraction)
-    return heads
-
-
-def _contracted_heads(graph: np.ndarray, heads: np.ndarray, cycle: np.ndarray, rest: np.ndarray) -> np.ndarray:
-    """Heads `(k+1,)` in the contracted `graph` `(k+1, k+1)`: the `k` nodes in `rest` keep
-    theirs (a head in `cycle` becomes the new node `k`), the new node takes its best arc."""
-    position = np.empty(len(heads), dtype=np.int64)
-    position[rest] = np.arange(len(rest))
-    position[cycle] = len(rest)
-    contracted = np.append(position[heads[rest]], graph[:, len(rest)].argmax())
-    contracted[0] = 0
-    return contracted
-
-
-def _contract(
-    weights: np.ndarray, heads: np.ndarray, cycle: np.ndarray
-) -> tuple[np.ndarray, tuple[np.ndarray, ...]]:
-    """Merge `cycle` of the greedy `heads` into one node, the last of the new graph.
-
-    Returns the contracted `(k+1, k+1)` weights, with the `k` other nodes (root first)
-    kept in order, and what `_expand` needs to undo it.
-    """
-    in_cycle = np.zeros(len(heads), dtype=bool)
-    in_cycle[cycle] = True
-    rest = np.flatnonzero(~in_cycle)
-    k = len(rest)
-
-    # Entering the cycle at v replaces the cycle arc heads[v] -> v.
-    enter = weights[np.ix_(rest, cycle)] - weights[heads[cycle], cycle]
-    leave = weights[np.ix_(cycle, rest)]
-    enter_at = enter.argmax(1)  # (k,) cycle position entered from each outside node
-    leave_from = leave.argmax(0)  # (k,) cycle position leading to each outside node
-
-    contracted = np.full((k + 1, k + 1), -np.inf)
-    contracted[:k, :k] = weights[np.ix_(rest, rest)]
-    contracted[:k, k] = enter[np.arange(k), enter_at]
-    contracted[k, :k] = leave[leave_from, np.arange(k)]
-    return contracted, (heads, cycle, rest, enter_at, leave_from)
-
-
-def _expand(
-    sub: np.ndarray,
-    heads: np.ndarray,
-    cycle: np.ndarray,
-    rest: np.ndarray,
-    enter_at: np.ndarray,
-    leave_from: np.ndarray,
-) -> np.ndarray:
-    """Heads `(n+1,)` of the graph before `_contract`, from the tree `sub` `(k+1,)` of
-    the contracted graph: the cycle keeps all its arcs but the one replaced on entry."""
-    k = len(rest)
-    result = heads.copy()
-    via_cycle = sub[:k] == k
-    result[rest] = rest[np.where(via_cycle, 0, sub[:k])]
-    result[rest[via_cycle]] = cycle[leave_from[via_cycle]]
-    entered_from = sub[k]
-    result[cycle[enter_at[entered_from]]] = rest[entered_from]
-    return result
-
-
-def _find_cycle(heads: np.ndarray) -> np.ndarray | None:
-    """A cycle of the head graph `(n+1,)` as an array of nodes, or None."""
-    parent = heads.tolist()
-    state = [0] * len(parent)  # 0 unseen, 1 on the current path, 2 done
-    state[0] = 2
-    for start in range(1, len(parent)):
-        path = []
-        node = start
-        while state[node] == 0:
-            state[node] = 1
-            path.append(node)
-            node = parent[node]
-        if state[node] == 1:
-            return np.array(path[path.index(node) :])
-        for visited in path:
-            state[visited] = 2
-    return None
-
-
-def _is_tree(heads: Tensor) -> Tensor:
-    """Whether each row of `heads` `(B, N+1)` (0 at position 0) leads every node to 0.
-
-    Pointer doubling: after k squarings each node points to its 2^k-th ancestor.
-    Returns a bool `(B,)`.
-    """
-    ancestor = heads
-    for _ in range(max(1, (heads.shape[1] - 1).bit_length())):
-        ancestor = ancestor.gather(1, ancestor)
-    return (ancestor == 0).all(1)
-
-
-def _tree_weights(scores: np.ndarray) -> np.ndarray:
-    """Finite weights `(n+1, n+1)` whose best tree (of any set) is the tree we want.
-
-    Trees are ranked lexicographically by (fewest `-inf` arcs; score): `-inf` arcs get a
-    finite penalty so low that one more of them always loses. Non-arcs (column 0,
-    diagonal) stay `-inf`. Returns a new array.
-    """
-    size = scores.shape[0]
-    arcs = ~np.eye(size, dtype=bool)
-    arcs[:, 0] = False
-    finite = np.isfinite(scores) & arcs
-    low, high = (
-        (scores[finite].min(), scores[finite].max()) if finite.any() else (0.0, 0.0)
-    )
-    penalty = low - size * (high - low) - 1.0
-    weights = np.where(finite, scores, penalty)
-    weights[~arcs] = -np.inf
-    return weights
 
 
 def eisner(scores: np.ndarray, single_root: bool = True) -> np.ndarray:
