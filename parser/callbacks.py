@@ -154,10 +154,11 @@ class LastCheckpoint(ModelCheckpoint):
         stop = strategy.reduce_boolean_decision(self._received is not None, all=False)
         due = self.every_seconds > 0 and strategy.reduce_boolean_decision(
             time.monotonic() - self._saved_at >= self.every_seconds, all=False)
-        loop = trainer.fit_loop
+        loop = trainer.fit_loop  # Lightning's own test of whether a validation follows this step
         if (stop or due) and not loop.epoch_loop._should_check_val_fx(loop._data_fetcher):
             self._save_last(trainer, stop)
-        # else the validation that follows this step saves, and stops the run
+        # else on_validation_end saves (a checkpoint taken before a validation resumes past it
+        # without running it, and model selection would miss that score), and stops the run
 
     def on_validation_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         if not self._should_skip_saving_checkpoint(trainer):
