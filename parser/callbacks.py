@@ -108,7 +108,6 @@ def default_callbacks(last_every_minutes: float = LAST_CHECKPOINT_MINUTES) -> li
         LastCheckpoint(every_minutes=last_every_minutes),
         ValidateAtEnd(),
         ResumeRandomState(),
-        ResumeAtEpochEnd(),
         RunSummary(),
     ]
 
@@ -155,10 +154,11 @@ class LastCheckpoint(ModelCheckpoint):
         stop = strategy.reduce_boolean_decision(self._received is not None, all=False)
         due = self.every_seconds > 0 and strategy.reduce_boolean_decision(
             time.monotonic() - self._saved_at >= self.every_seconds, all=False)
-        loop = trainer.fit_loop
+        loop = trainer.fit_loop  # Lightning's own test of whether a validation follows this step
         if (stop or due) and not loop.epoch_loop._should_check_val_fx(loop._data_fetcher):
             self._save_last(trainer, stop)
-        # else the validation that follows this step saves, and stops the run
+        # else on_validation_end saves (a checkpoint taken before a validation resumes past it
+        # without running it, and model selection would miss that score), and stops the run
 
     def on_validation_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         if not self._should_skip_saving_checkpoint(trainer):
@@ -216,25 +216,6 @@ class ResumeRandomState(Callback):
 
     def on_train_batch_end(self, trainer: Trainer, pl_module: LightningModule, outputs, batch, batch_idx: int) -> None:
         self._state = _random_states()
-
-
-class ResumeAtEpochEnd(Callback):
-    """Resuming from a checkpoint written at the end of an epoch (``on_train_epoch_end``:
-    a ``ModelCheckpoint`` that saves there, as one does by default when a run validates once
-    an epoch) continues with the next epoch as the uninterrupted run does.
-
-    Lightning (2.6) resumes such a checkpoint by ending its epoch a second time and then
-    counts epochs one too high: the next epoch's batches are shuffled as the one after
-    it's (``set_epoch``) and ``max_epochs`` stops the run an epoch early. The checkpoint's
-    epoch counter is put back to where it stands at the end of the epoch's last validation
-    or step, a state Lightning resumes exactly.
-    """
-
-    def on_load_checkpoint(self, trainer: Trainer, pl_module: LightningModule, checkpoint: dict) -> None:
-        progress = checkpoint.get("loops", {}).get("fit_loop", {}).get("epoch_progress")
-        if progress and progress["total"]["processed"] == progress["total"]["completed"] + 1:
-            for counts in (progress["total"], progress["current"]):
-                counts["processed"] -= 1
 
 
 def _random_states() -> dict:

@@ -66,6 +66,13 @@ class BucketBatchSampler(DistributedSampler):
     with ``batch_size=None`` (the dataset then gets lists of indices), and Lightning leaves
     it in place instead of injecting its own. ``state_dict``: the epoch and the batches
     yielded in it, so that a sampler given it by ``load_state_dict`` goes on with the next.
+
+    After ``load_state_dict`` the restored epoch stands, and ``set_epoch`` counts from it:
+    Lightning (2.6), resuming a step-limited run (``max_steps``) from a checkpoint written at
+    an epoch's end, ends that epoch again and numbers every later epoch one higher than the
+    uninterrupted run did; the
+    difference between its number and the restored epoch, taken when the first batch after
+    the restore is drawn, is subtracted from every number it gives afterwards.
     """
 
     def __init__(self, lengths: Sequence[int], batch_tokens: int = 2000, max_sentences: int = 128,
@@ -78,6 +85,14 @@ class BucketBatchSampler(DistributedSampler):
         self.max_sentences = max_sentences
         self._count = len(self._cut(range(len(self.lengths))))  # the same every epoch
         self._start = self._yielded = 0
+        self._offset = 0  # Lightning's epoch number minus this sampler's (see the class docstring)
+        self._requested: int | None = None  # the epoch set_epoch was last given, before it is applied
+        self._restored = False  # a state was loaded and no batch drawn since
+
+    def set_epoch(self, epoch: int) -> None:
+        self._requested = epoch
+        if not self._restored:
+            self.epoch = epoch - self._offset
 
     def _cut(self, order: Iterable[int]) -> list[list[int]]:
         return length_batches(self.lengths, order, self.batch_tokens, self.max_sentences)
@@ -107,6 +122,9 @@ class BucketBatchSampler(DistributedSampler):
 
     def _iterate(self, start: int) -> Iterator[list[int]]:
         # The batches are made at the first next(), after Lightning's set_epoch.
+        if self._restored:
+            self._restored = False
+            self._offset = 0 if self._requested is None else self._requested - self.epoch
         for batch in self._batches()[start:]:
             self._yielded += 1
             yield batch
@@ -126,3 +144,4 @@ class BucketBatchSampler(DistributedSampler):
         if self._start >= len(self):
             self.epoch, self._start = self.epoch + 1, 0
         self._yielded = self._start
+        self._restored, self._requested = True, None

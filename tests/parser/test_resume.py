@@ -15,7 +15,7 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 from objectives.entropy_regularizer import EntropyRegularizer
 from objectives.ge import GeneralizedExpectation
 from objectives.likelihood import Likelihood
-from parser.callbacks import ResumeAtEpochEnd, ResumeRandomState
+from parser.callbacks import ResumeRandomState
 from parser.datamodule import DependencyDataModule
 from parser.model import Parser
 
@@ -57,7 +57,7 @@ def _fit(tiny_bert_dir, treebank, root: Path, objective: str, ckpt_path: Path | 
     ]
     trainer = Trainer(max_steps=STEPS, max_epochs=-1, logger=False, enable_progress_bar=False,
                       enable_model_summary=False, val_check_interval=EVERY, check_val_every_n_epoch=None,
-                      limit_val_batches=2, num_sanity_val_steps=0, callbacks=[*checkpoints, ResumeRandomState(), ResumeAtEpochEnd()])
+                      limit_val_batches=2, num_sanity_val_steps=0, callbacks=[*checkpoints, ResumeRandomState()])
     trainer.fit(model, data, ckpt_path=ckpt_path)
     assert trainer.global_step == STEPS
     return trainer
@@ -91,4 +91,24 @@ def test_resume_with_an_unlabeled_stream_from_a_mid_epoch_checkpoint_is_exact(ob
     assert state["global_step"] == EVERY
     assert state["loops"]["fit_loop"]["epoch_progress"]["current"]["completed"] == 0, "the checkpoint must be mid-epoch"
     resumed = _fit(tiny_bert_dir, treebank, tmp_path / "resumed", objective, ckpt_path=checkpoint)
+    _assert_same_parameters(straight.lightning_module, resumed.lightning_module, checkpoint)
+
+
+def test_resume_of_an_epoch_based_run_from_an_epoch_end_checkpoint_is_exact(tiny_bert_dir, treebank, tmp_path):
+    """``max_epochs`` 3, no validation, a checkpoint at each epoch's end: the resumed run
+    shuffles the next epoch as the uninterrupted one and stops after the same 18 steps."""
+    def fit(root: Path, ckpt_path: Path | None = None) -> Trainer:
+        seed_everything(0)
+        data = DependencyDataModule(treebank=None, train=str(treebank), dev=str(treebank), seed=3, batch_tokens=300)
+        model = Parser(encoder=str(tiny_bert_dir), arc_size=32, label_size=16, warmup_steps=2, supervised=Likelihood())
+        every_epoch = ModelCheckpoint(dirpath=root, filename="{epoch}", save_top_k=-1, save_on_train_epoch_end=True)
+        trainer = Trainer(max_epochs=3, logger=False, enable_progress_bar=False, enable_model_summary=False,
+                          limit_val_batches=0, num_sanity_val_steps=0, callbacks=[every_epoch, ResumeRandomState()])
+        trainer.fit(model, data, ckpt_path=ckpt_path)
+        assert trainer.global_step == 18
+        return trainer
+
+    straight = fit(tmp_path / "straight")
+    checkpoint = tmp_path / "straight" / "epoch=0.ckpt"
+    resumed = fit(tmp_path / "resumed", checkpoint)
     _assert_same_parameters(straight.lightning_module, resumed.lightning_module, checkpoint)
