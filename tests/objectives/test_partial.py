@@ -49,17 +49,18 @@ def test_partial_log_prob_is_the_mass_of_the_agreeing_trees(n, dtype, multiroot,
 
 @pytest.mark.parametrize("multiroot", TREE_SETS)
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_all_heads_given_is_the_gold_tree_and_none_given_is_zero(multiroot, dtype):
+def test_all_heads_given_is_the_gold_tree_and_none_given_is_zero(multiroot, dtype, device):
     arcs, lengths = batch(5, dtype=dtype, seed=3)
-    crf = TreeCRF(arcs, lengths, multiroot)
     heads = given_heads(lengths, multiroot, seed=4, share=1.1)
-    check(partial_log_prob(crf, heads), crf.log_prob(heads).double(), dtype)
+    crf = TreeCRF(arcs.to(device), lengths.to(device), multiroot)
+    heads = heads.to(device)
+    check(partial_log_prob(crf, heads).cpu(), crf.log_prob(heads).double().cpu(), dtype)
     # a batch mixing whole and partial trees: the whole ones through the constrained MTT
     mixed = heads.clone()
     mixed[0, 1] = IGNORE_INDEX
-    got = partial_log_prob(crf, mixed)
-    check(got[1:], crf.log_prob(heads)[1:].double(), dtype)
-    check(got, oracle(arcs, lengths, mixed, multiroot), dtype)
+    got = partial_log_prob(crf, mixed).cpu()
+    check(got[1:], crf.log_prob(heads)[1:].double().cpu(), dtype)
+    check(got, oracle(arcs, lengths, mixed.cpu(), multiroot), dtype)
     none = torch.full_like(heads, IGNORE_INDEX)
     assert partial_log_prob(crf, none).eq(0).all()
 
