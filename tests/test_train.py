@@ -349,7 +349,8 @@ def test_low_resource_driver_reuses_recorded_cells(tmp_path, monkeypatch):
     assert low_resource.recorded_cell(results, {**key, "seed": 3}, out) is None
     monkeypatch.setattr(low_resource.subprocess, "run", lambda *a, **k: pytest.fail("a recorded cell was retrained"))
     args = low_resource.argparse.Namespace(output=str(tmp_path), results=str(results), train_args="--model.tagger_weight 1.0",
-                                           treebank="UD_English-EWT", teacher=None, teacher_treebank="UD_English-LinES")
+                                           treebank="UD_English-EWT", teacher=None, teacher_treebank="UD_English-LinES",
+                                           partial_arcs=None)
     assert low_resource.run_cell("supervised", 100, 1, args) == (row, best, False)
 
 
