@@ -12,6 +12,10 @@ spread over seeds, share of the supervised-to-full-data gap) from that file and 
     python -m benchmarks.low_resource --sizes 100 --seeds 1 2 3 --teacher runs/likelihood/version_0/checkpoints/best.ckpt
     python -m benchmarks.low_resource --report
     python -m benchmarks.low_resource --report --results docs/results/low_resource.jsonl --figure docs/figures/low_resource.png
+
+``--partial-arcs F`` (supervised only): the training file of a cell is its first K sentences
+whole, then every other sentence with a random share F of its arcs kept (HEAD and DEPREL
+``_`` elsewhere), written under the cell's folder and read with ``--data.partial true``.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import re
 import shlex
 import statistics
@@ -34,6 +39,7 @@ import yaml
 from parser.datamodule import DependencyDataModule
 from parser.drawing import new_figure, save
 from parser.evaluate import evaluate
+from parser.sentences import read_conllu
 
 ROOT = Path(__file__).resolve().parent.parent
 # objective of a row -> the shipped config that is its recipe (configs/<name>.yaml)
@@ -57,17 +63,22 @@ DEFAULT_TREEBANK = "UD_English-EWT"  # the treebank of rows that do not name the
 
 
 def train_command(objective: str, size: int | str, seed: int, treebank: str, output: Path | str,
-                  teacher: str | None = None, train_args: str = "", data_root: Path | str | None = None) -> list[str]:
+                  teacher: str | None = None, train_args: str = "", data_root: Path | str | None = None,
+                  partial_train: Path | str | None = None) -> list[str]:
     """The ``train.py`` arguments of one cell: the recipe's config, then only the seed, K
     (``all``: no limit), the treebank (under ``data_root`` when given), the output folder,
-    the teacher (kl) and ``train_args``."""
+    the teacher (kl), the partially annotated training file (:func:`write_partial_train`:
+    all of it is used) and ``train_args``."""
+    limit = "null" if size == ALL or partial_train is not None else str(size)
     command = [
         "train.py", "fit", "--config", f"configs/{RECIPES[objective]}.yaml",
         "--seed_everything", str(seed), "--data.seed", str(seed),
-        "--data.labeled_size", "null" if size == ALL else str(size), "--data.treebank", treebank,
+        "--data.labeled_size", limit, "--data.treebank", treebank,
         *(["--data.root", str(data_root)] if data_root is not None else []),
         "--trainer.default_root_dir", str(output),
     ]
+    if partial_train is not None:
+        command += ["--data.train", str(partial_train), "--data.partial", "true"]
     if objective in DISTILLING:
         if not teacher:
             raise ValueError(f"the {objective} objective needs a teacher checkpoint")
@@ -98,6 +109,24 @@ def commit() -> str:
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
     return head + ("+dirty" if status.strip() else "")
+
+
+def write_partial_train(source: Path, size: int, share: float, seed: int, output: Path) -> int:
+    """Write ``source``'s first ``size`` sentences whole and the others with each arc kept
+    with probability ``share`` (seeded; HEAD, DEPREL and DEPS ``_`` where dropped) to
+    ``output``; returns the number of arcs kept beyond the first ``size`` sentences."""
+    generator, kept = random.Random(seed), 0
+    output.parent.mkdir(parents=True, exist_ok=True)
+    with output.open("w", encoding="utf-8") as file:
+        for i, sentence in enumerate(read_conllu(source)):
+            tokens = sentence.tokenlist
+            if i >= size:
+                for token in tokens:
+                    if isinstance(token["id"], int) and generator.random() >= share:
+                        token.update(head=None, deprel="_", deps="_")
+                kept += sum(isinstance(token["id"], int) and token["head"] is not None for token in tokens)
+            file.write(tokens.serialize())
+    return kept
 
 
 def teacher_labeled(teacher: str, data_root: Path) -> int:
@@ -166,16 +195,24 @@ def run_cell(objective: str, size: int | str, seed: int, args: argparse.Namespac
     and whether the row is new (False: the cell was in ``--results`` already and is reused).
     ``teacher``/``round_``: a self-distillation round's teacher (the previous student)."""
     variant = "".join(c if c.isalnum() or c in "._" else "_" for c in args.train_args)
-    out = Path(args.output) / f"{objective}{'' if round_ is None else round_}-k{size}-s{seed}{variant}"
+    partial = f"-partial{args.partial_arcs}" if args.partial_arcs is not None else ""
+    out = Path(args.output) / f"{objective}{'' if round_ is None else round_}-k{size}{partial}-s{seed}{variant}"
     label = args.train_args if round_ is None else f"round {round_}" + (f" {args.train_args}" if args.train_args else "")
+    if partial:
+        label = f"partial_arcs {args.partial_arcs}" + (f" {label}" if label else "")
     if objective == "cross_treebank":
         label = f"teacher {args.teacher_treebank}" + (f" {args.train_args}" if args.train_args else "")
     key = {"objective": objective, "variant": label, "labeled": size, "seed": seed, "treebank": args.treebank}
     if (reused := recorded_cell(Path(args.results), key, out)) is not None:
         print(f"reusing {out}: already in {args.results}", flush=True)
         return *reused, False
+    partial_train, kept = None, 0
+    if partial:  # the file is built at run time, never committed
+        partial_train = out / "train.partial.conllu"
+        source = DependencyDataModule(treebank=args.treebank, root=args.data_root).path("train")
+        kept = write_partial_train(source, size, args.partial_arcs, seed, ROOT / partial_train)
     command = train_command(objective, size, seed, args.treebank, out, teacher or args.teacher, args.train_args,
-                            args.data_root)
+                            args.data_root, partial_train)
     recorded = provenance(command)
     start = time.perf_counter()
     subprocess.run([sys.executable, *command], check=True, cwd=ROOT)
@@ -198,8 +235,9 @@ def run_cell(objective: str, size: int | str, seed: int, args: argparse.Namespac
         extra = teacher_labeled(str(teacher), Path(args.data_root))
     else:
         extra = 0
+    arcs = {"partial_arcs": args.partial_arcs, "extra_arcs": kept} if partial else {}
     return {**key, "train_seconds": round(train_seconds), "max_steps": config["trainer"]["max_steps"],
-            **{k: round(v, 2) for k, v in scores.items()}, "extra_labeled": extra, **recorded}, best, True
+            **{k: round(v, 2) for k, v in scores.items()}, "extra_labeled": extra, **arcs, **recorded}, best, True
 
 
 def _short(overrides: str) -> str:
@@ -396,6 +434,9 @@ def main() -> None:
     # the recipe of every cell is its config (RECIPES); change it here, recorded as the row's variant
     cli.add_argument("--train-args", default="", help="train.py overrides on top of the recipe's config, "
                      "e.g. '--model.unsupervised_weight 1.0'")
+    cli.add_argument("--partial-arcs", type=float, metavar="SHARE",
+                     help="supervised only: train on the K sentences whole plus the rest of the training file "
+                          "with this random share of its arcs kept (partial annotation, --data.partial)")
     cli.add_argument("--output", default="runs/low_resource")
     cli.add_argument("--results", default="runs/low_resource/results.jsonl")
     cli.add_argument("--figure", help="where --report draws the results (.png, .svg or .html; default: "
@@ -407,6 +448,9 @@ def main() -> None:
         if "kl" in args.objectives and not args.teacher:
             cli.error("--teacher is required for the kl objective")
         results.parent.mkdir(parents=True, exist_ok=True)
+        if args.partial_arcs is not None and (args.objectives != ["supervised"] or ALL in args.sizes
+                                              or not 0 < args.partial_arcs < 1):
+            cli.error("--partial-arcs takes a share in (0, 1), --objectives supervised and numeric --sizes")
         if "self_distill" in args.objectives and "supervised" not in args.objectives:
             cli.error("self_distill starts from the supervised cell: list supervised among --objectives")
 

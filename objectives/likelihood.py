@@ -1,4 +1,4 @@
-"""Supervised training: negative log-likelihood of the gold tree under the MTT distribution."""
+"""Supervised training: negative log-likelihood of the gold (or partially given) tree under the MTT distribution."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from ._common import full_precision, gold_label_logits
 from .conventions import IGNORE_INDEX
 from .distribution import TreeCRF
 from .objective import Objective, Scores, TreeBatch
+from .partial import partial_log_prob
 
 
 class Likelihood(Objective):
@@ -27,6 +28,11 @@ class Likelihood(Objective):
     independent given the tree, ``log p(heads, labels) = log p(heads) + sum_m log q(label_m)``:
     with ``label_weight=1`` the loss is exactly the per-word NLL of the gold labeled tree,
     an ignored label being summed out (its arc keeps the weight of all its labels).
+
+    Partial annotation: a word whose gold head is ``-100`` has an unknown head (and no label
+    term). ``p(heads)`` is then the probability of all the trees that agree with the given
+    heads (:func:`~objectives.partial.partial_log_prob`: exact, by the matrix-tree theorem);
+    a sentence with no head given adds nothing. The divisor ``W`` still counts every word.
 
     Args:
         label_weight: weight of the label term.
@@ -49,11 +55,12 @@ class Likelihood(Objective):
             if not labeled:
                 raise ValueError("labeled_mtt needs label scores and gold labels")
             arcs = arcs + full_precision(scores.labels).logsumexp(-1)
-        nll = -TreeCRF(arcs, batch.lengths, self.multiroot, validate_args=False).log_prob(batch.heads).sum()
+        crf = TreeCRF(arcs, batch.lengths, self.multiroot, validate_args=False)
+        nll = -partial_log_prob(crf, batch.heads).sum()
         if labeled:
-            logits = full_precision(gold_label_logits(scores.labels, batch.heads))
-            label_nll = F.cross_entropy(
-                logits.flatten(0, 1), batch.labels.flatten(), ignore_index=IGNORE_INDEX, reduction="sum"
-            )
+            unknown = batch.heads == IGNORE_INDEX
+            logits = full_precision(gold_label_logits(scores.labels, batch.heads.masked_fill(unknown, 0)))
+            gold = batch.labels.masked_fill(unknown, IGNORE_INDEX)
+            label_nll = F.cross_entropy(logits.flatten(0, 1), gold.flatten(), ignore_index=IGNORE_INDEX, reduction="sum")
             nll = nll + self.label_weight * label_nll
         return nll / batch.lengths.sum()

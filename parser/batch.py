@@ -20,7 +20,8 @@ class Batch:
     """Padded sentences, as in docs/architecture.md (``N`` = longest sentence).
 
     words: per sentence its words; lengths: (B,); upos: (B, N+1); heads, labels:
-    (B, N+1) or None for sentences without trees; index: (B,) position of each
+    (B, N+1) or None for sentences without trees (-100 where a partial tree leaves a
+    head or a label unknown); index: (B,) position of each
     sentence in its dataset (in its pass, for the unlabeled stream); skipped: malformed
     unlabeled lines the stream skipped since its previous batch (same worker); subwords:
     the words tokenised for the encoder (``parser.encoder.Subwords``), when the data
@@ -53,7 +54,7 @@ def collate(sentences: Sequence[Sentence], upos_vocab: Vocab, label_vocab: Vocab
         n = len(sentence)
         upos[b, 1:n + 1] = torch.tensor([upos_vocab.index(t) for t in sentence.upos])
         if heads is not None:
-            heads[b, 1:n + 1] = torch.tensor(sentence.heads)
+            heads[b, 1:n + 1] = torch.tensor([IGNORE_INDEX if h is None else h for h in sentence.heads])
         if labels is not None:
             labels[b, 1:n + 1] = torch.tensor([label_vocab.index(d) for d in sentence.deprels])
     index = torch.arange(len(sentences)) if index is None else torch.as_tensor(index)

@@ -89,6 +89,10 @@ class DependencyDataModule(LightningDataModule):
         num_workers: DataLoader worker processes.
         skip_invalid_trees: drop sentences whose gold HEADs are not a tree (logged)
             instead of failing; applies to train, dev and test.
+        partial: the training file may leave heads unknown (HEAD ``_``, DEPREL ignored
+            there): partially annotated trees, trained on with the probability of all the
+            trees that agree with the given arcs (``objectives.Likelihood``); dev and test
+            still need whole trees.
         seed: seed of the batch orders (training, evaluation, unlabeled stream).
         shuffle_buffer: unlabeled sentences bucketed by length together (per worker).
         on_bad_unlabeled: a malformed unlabeled sentence is skipped (logged, counted in
@@ -110,7 +114,7 @@ class DependencyDataModule(LightningDataModule):
                  max_batch_sentences: int = 128, num_workers: int = 0,
                  skip_invalid_trees: bool = False, seed: int = 0, shuffle_buffer: int = 10_000,
                  on_bad_unlabeled: Literal["skip", "error"] = "skip",
-                 unlabeled_tags: Literal["keep", "drop"] = "keep"):
+                 unlabeled_tags: Literal["keep", "drop"] = "keep", partial: bool = False):
         super().__init__()
         if labeled_size is not None and labeled_size < 1:
             raise ConfigurationError(f"labeled_size must be at least 1, not {labeled_size}")
@@ -125,6 +129,7 @@ class DependencyDataModule(LightningDataModule):
         self.max_batch_sentences = max_batch_sentences
         self.num_workers = num_workers
         self.skip_invalid_trees = skip_invalid_trees
+        self.partial = partial
         self.seed = seed
         self.shuffle_buffer = shuffle_buffer
         self.on_bad_unlabeled = on_bad_unlabeled
@@ -173,7 +178,7 @@ class DependencyDataModule(LightningDataModule):
         on_invalid = "skip" if self.skip_invalid_trees else "raise"
         if stage in ("fit", None):
             path = self.path("train")
-            train = read_conllu(path, on_invalid=on_invalid)
+            train = read_conllu(path, on_invalid=on_invalid, partial=self.partial)
             sources = [Source(f) for f in expand_files(self.unlabeled)] if self.unlabeled else []
             if self.labeled_size is not None and len(train) > self.labeled_size:
                 tail = int(train[self.labeled_size].source.rsplit(":", 1)[1])

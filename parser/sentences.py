@@ -41,7 +41,8 @@ class ConlluError(ValueError):
 class Sentence:
     """One sentence of syntactic words (multiword-token lines and empty nodes excluded).
 
-    ``heads``/``deprels`` are None when the input has no (used) trees. ``tokenlist`` is
+    ``heads``/``deprels`` are None when the input has no (used) trees; in a partially
+    annotated sentence a head is None (HEAD ``_``) where unknown. ``tokenlist`` is
     the whole sentence as read, every column kept as its original string except ID
     (int, or a tuple for ``3-4`` / ``5.1``) and HEAD (int, None for ``_``), so that
     ``write_conllu`` reproduces the input exactly. ``source`` is ``"path:LINE"``.
@@ -49,7 +50,7 @@ class Sentence:
 
     words: list[str]
     upos: list[str]
-    heads: list[int] | None
+    heads: list[int | None] | None
     deprels: list[str] | None
     tokenlist: conllu.TokenList
     source: str
@@ -59,13 +60,15 @@ class Sentence:
 
 
 def read_conllu(path: str | os.PathLike, trees: bool = True,
-                on_invalid: Literal["raise", "skip"] = "raise") -> list[Sentence]:
+                on_invalid: Literal["raise", "skip"] = "raise", partial: bool = False) -> list[Sentence]:
     """Read a CoNLL-U file (``.gz`` too) with gold tokenisation.
 
     With ``trees`` every word needs an integer HEAD and the heads must form a tree
     (one word attached to the root, no cycle); otherwise HEAD and DEPREL are ignored
     (they may be ``_``, a given HEAD must still be in range) and ``heads``/``deprels``
-    are None. An invalid tree raises, or
+    are None. With ``trees`` and ``partial`` a HEAD may be ``_`` (unknown, head None; its
+    DEPREL is then ignored) and the given heads must agree with some tree (no cycle, at
+    most one word attached to the root). An invalid tree raises, or
     with ``on_invalid="skip"`` the sentence is dropped and the count logged as a
     warning. Any other malformed input raises ``ConlluError`` naming file and line.
     """
@@ -73,7 +76,7 @@ def read_conllu(path: str | os.PathLike, trees: bool = True,
         raise ValueError(f"on_invalid must be 'raise' or 'skip', not {on_invalid!r}")
     sentences, skipped = [], 0
     for record in records(path, text=False):
-        sentence = parse_record(path, record, text=False, trees=trees)
+        sentence = parse_record(path, record, text=False, trees=trees, partial=partial)
         problem = _tree_problem(sentence.heads) if trees else None
         if problem is None:
             sentences.append(sentence)
@@ -162,8 +165,9 @@ def _decode(path: str | os.PathLike, record: Record) -> list[str]:
     return lines
 
 
-def parse_record(path: str | os.PathLike, record: Record, text: bool, trees: bool = False) -> Sentence:
-    """One Record as a Sentence (``trees`` only for CoNLL-U); ConlluError naming file and line
+def parse_record(path: str | os.PathLike, record: Record, text: bool, trees: bool = False,
+                 partial: bool = False) -> Sentence:
+    """One Record as a Sentence (``trees``, ``partial`` only for CoNLL-U: see ``read_conllu``); ConlluError naming file and line
     for anything malformed, the tree itself excepted (see ``read_conllu``).
 
     A text line's words get UPOS ``_`` and no tree, and a TokenList with a ``# text``
@@ -172,7 +176,7 @@ def parse_record(path: str | os.PathLike, record: Record, text: bool, trees: boo
     """
     lines = _decode(path, record)
     if not text:
-        return _parse_block(path, record.line, lines, trees)
+        return _parse_block(path, record.line, lines, trees, partial)
     words = lines[0].split()
     if not words:  # blank but for Unicode spaces, which ``records`` cannot see in undecoded bytes
         raise ConlluError(f"{path}:{record.line}: a line of spaces only (expected one sentence per line)")
@@ -183,7 +187,7 @@ def parse_record(path: str | os.PathLike, record: Record, text: bool, trees: boo
     return Sentence(words, ["_"] * len(words), None, None, tokenlist, f"{path}:{record.line}")
 
 
-def _parse_block(path: str | os.PathLike, start: int, lines: list[str], trees: bool) -> Sentence:
+def _parse_block(path: str | os.PathLike, start: int, lines: list[str], trees: bool, partial: bool = False) -> Sentence:
     """Parse and check one sentence block; ``start`` is the line number of ``lines[0]``."""
     metadata = conllu.Metadata()
     tokens: list[conllu.Token] = []
@@ -222,7 +226,7 @@ def _parse_block(path: str | os.PathLike, start: int, lines: list[str], trees: b
 
     for number, token in words:
         head = token["head"]
-        if head is None and trees:
+        if head is None and trees and not partial:
             raise ConlluError(f"{path}:{number}: missing HEAD")
         if head is not None and not 0 <= head <= len(words):
             raise ConlluError(f"{path}:{number}: HEAD {head} outside 0..{len(words)}")
@@ -236,20 +240,21 @@ def _parse_block(path: str | os.PathLike, start: int, lines: list[str], trees: b
     )
 
 
-def _tree_problem(heads: list[int]) -> str | None:
-    """Why ``heads`` (head of word m at ``heads[m-1]``) is not a tree, or None."""
+def _tree_problem(heads: list[int | None]) -> str | None:
+    """Why ``heads`` (head of word m at ``heads[m-1]``, None if unknown) agrees with no
+    tree, or None."""
     roots = heads.count(0)
     if roots > 1:
         return f"{roots} words attached to the root"
-    reaches_root = {0}
+    acyclic = {0, None}  # words whose chain of heads ends at the root or at an unknown head
     for word in range(1, len(heads) + 1):
         path: list[int] = []
-        while word not in reaches_root:
+        while word not in acyclic:
             if word in path:
                 return f"cycle through word {word}"
             path.append(word)
             word = heads[word - 1]
-        reaches_root.update(path)
+        acyclic.update(path)
     return None
 
 

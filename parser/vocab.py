@@ -69,8 +69,9 @@ def build_upos_vocab() -> Vocab:
 
 
 def build_label_vocab(sentences: Iterable[Sentence]) -> Vocab:
-    """The full DEPRELs of the sentences, sorted; no ``<unk>`` (unseen labels -> -100)."""
-    return Vocab.from_iterable(d for s in sentences for d in s.deprels)
+    """The full DEPRELs of the sentences, sorted, but ``_`` (unknown); no ``<unk>`` (unseen
+    labels and ``_`` -> -100)."""
+    return Vocab.from_iterable(d for s in sentences for d in s.deprels if d != "_")
 
 
 def universal_deprel(deprel: str) -> str:

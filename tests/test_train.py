@@ -12,7 +12,7 @@ import torch
 import train
 from parser.evaluate import evaluate
 from parser.predict import predict
-from parser.sentences import read_conllu
+from parser.sentences import ConlluError, read_conllu
 
 
 def test_objective_short_form_expands_to_its_config():
@@ -365,7 +365,8 @@ def test_low_resource_driver_reuses_recorded_cells(tmp_path, monkeypatch):
     assert low_resource.recorded_cell(results, {**key, "seed": 3}, out) is None
     monkeypatch.setattr(low_resource.subprocess, "run", lambda *a, **k: pytest.fail("a recorded cell was retrained"))
     args = low_resource.argparse.Namespace(output=str(tmp_path), results=str(results), train_args="--model.tagger_weight 1.0",
-                                           treebank="UD_English-EWT", teacher=None, teacher_treebank="UD_English-LinES")
+                                           treebank="UD_English-EWT", teacher=None, teacher_treebank="UD_English-LinES",
+                                           partial_arcs=None)
     assert low_resource.run_cell("supervised", 100, 1, args) == (row, best, False)
 
 
@@ -438,3 +439,29 @@ def test_a_users_progress_bar_takes_the_place_of_the_default(tiny_bert_dir):
     assert type(cli.trainer.progress_bar_callback).__name__ == "TQDMProgressBar"
     assert type(train.main(["--model.encoder", str(tiny_bert_dir)], run=False).trainer.progress_bar_callback).__name__ \
         == "StepProgressBar"
+
+
+def test_partially_annotated_training_file_trains_with_data_partial(tiny_bert_dir, ud_dir, tmp_path):
+    """A training file with HEAD ``_`` for unknown arcs (built by the low-resource driver's
+    --partial-arcs) trains with ``--data.partial true`` (finite loss); without the option it
+    is an error naming file and line."""
+    from benchmarks.low_resource import train_command, write_partial_train
+
+    whole = _slice(ud_dir, tmp_path, 30)
+    partial = tmp_path / "partial.conllu"
+    kept = write_partial_train(whole, 5, 0.3, 1, partial)
+    arcs = sum(len(s) for s in read_conllu(whole)[5:])
+    heads = [s.heads for s in read_conllu(partial, partial=True)]
+    assert heads[:5] == [s.heads for s in read_conllu(whole)[:5]]
+    assert 0 < kept < arcs and sum(h is not None for tree in heads[5:] for h in tree) == kept
+    args = ["--objective", "likelihood", "--trainer.max_steps", "2", "--model.encoder", str(tiny_bert_dir),
+            "--model.arc_size", "32", "--model.label_size", "16", "--data.train", str(partial), "--data.dev", str(whole),
+            "--data.batch_tokens", "300", "--trainer.default_root_dir", str(tmp_path), "--trainer.enable_progress_bar",
+            "false", "--trainer.enable_model_summary", "false"]
+    with pytest.raises(ConlluError, match=rf"{partial}:\d+: missing HEAD"):
+        train.main(args)
+    cli = train.main([*args, "--data.partial", "true"])
+    assert cli.trainer.global_step == 2 and torch.isfinite(cli.trainer.callback_metrics["train/loss"])
+    command = train_command("supervised", 100, 1, "UD_English-EWT", "out", partial_train="out/train.partial.conllu")
+    options = dict(zip(command[4::2], command[5::2]))
+    assert options["--data.labeled_size"] == "null" and options["--data.partial"] == "true"

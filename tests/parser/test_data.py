@@ -125,6 +125,26 @@ def test_without_trees_head_and_deprel_may_be_missing(tmp_path):
     assert [s.deprels for s in sentences] == [None, None]
 
 
+def test_partial_trees_read_with_partial_and_collate_to_ignored_heads(tmp_path):
+    """HEAD ``_`` is an unknown arc with ``partial`` (its DEPREL ``_`` an unknown label,
+    -100 in the batch); without it the file is an error naming file and line."""
+    unknown = [WORDS[0], WORDS[1].replace("\t3\tnsubj\t", "\t_\t_\t"), WORDS[2].replace("\troot\t", "\t_\t")]
+    path = write(tmp_path / "partial.conllu", WORDS, unknown)
+    with pytest.raises(ConlluError, match=f"{path}:8: missing HEAD"):
+        read_conllu(path)
+    sentences = read_conllu(path, partial=True)
+    assert [s.heads for s in sentences] == [[2, 3, 0], [2, None, 0]]
+    labels = build_label_vocab(sentences)
+    assert "_" not in labels
+    batch = collate(sentences, build_upos_vocab(), labels)
+    assert batch.heads[1].tolist() == [0, 2, -100, 0]
+    assert batch.labels[1].tolist() == [-100, labels.index("det"), -100, -100]
+    # the given arcs must agree with some tree
+    cycle = [WORDS[0], WORDS[1].replace("\t3\tnsubj", "\t1\tnsubj"), WORDS[2].replace("\t0\troot", "\t_\troot")]
+    with pytest.raises(ConlluError, match=f"{tmp_path / 'cycle.conllu'}:1: invalid tree: cycle"):
+        read_conllu(write(tmp_path / "cycle.conllu", cycle), partial=True)
+
+
 def test_skip_invalid_trees_logs_the_count(tmp_path, caplog):
     cycle = with_line(2, "3\tbarks\tbark\tVERB\tVBZ\t_\t1\troot\t_\t_")
     path = write(tmp_path / "x.conllu", WORDS, cycle, WORDS)
