@@ -424,7 +424,7 @@ def test_low_resource_driver_passes_its_data_root_to_the_runs_it_launches(tmp_pa
     monkeypatch.setattr(low_resource.subprocess, "run", fake_run)
     args = low_resource.argparse.Namespace(output=str(tmp_path), results=str(tmp_path / "r.jsonl"), train_args="",
                                            treebank="UD_English-EWT", teacher=None, data_root=str(tmp_path / "ud"),
-                                           teacher_treebank="UD_English-LinES")
+                                           teacher_treebank="UD_English-LinES", partial_arcs=None)
     for launch in (lambda: low_resource.run_cell("supervised", 100, 1, args),
                    lambda: low_resource.other_treebank_teacher(args, record=None)):
         with pytest.raises(Launched):
