@@ -17,19 +17,8 @@ from objectives.conventions import arc_mask, word_mask
 
 
 def numpy_mst(scores: Tensor, lengths: Tensor, multiroot: bool = False) -> Tensor:
-    """Maximum spanning arborescence of every sentence in a batch.
-
-    Args:
-        scores: `(B, N+1, N+1)`, `scores[b, h, m]` the log-weight of the arc h -> m;
-            column 0, the diagonal and padding are ignored. Finite or `-inf`.
-        lengths: `(B,)` words per sentence (at least 1).
-        multiroot: allow several words to attach to the root; by default the root
-            has exactly one child.
-
-    Returns:
-        heads: `(B, N+1)` long on the device of `scores`, 0 at position 0 and on
-        padding. Ties are broken deterministically.
-    """
+    """The former NumPy decoder (greedy fast path + Chu-Liu-Edmonds with the single-root swap):
+    the contract of :func:`parser.decode.mst` without ``projective``; the oracle of its tests."""
     size = scores.shape[-1]
     lengths = lengths.to(scores.device)
     arcs = arc_mask(lengths, size - 1)
@@ -172,18 +161,6 @@ def _find_cycle(heads: np.ndarray) -> np.ndarray | None:
     return None
 
 
-def _is_tree(heads: Tensor) -> Tensor:
-    """Whether each row of `heads` `(B, N+1)` (0 at position 0) leads every node to 0.
-
-    Pointer doubling: after k squarings each node points to its 2^k-th ancestor.
-    Returns a bool `(B,)`.
-    """
-    ancestor = heads
-    for _ in range(max(1, (heads.shape[1] - 1).bit_length())):
-        ancestor = ancestor.gather(1, ancestor)
-    return (ancestor == 0).all(1)
-
-
 def _tree_weights(scores: np.ndarray) -> np.ndarray:
     """Finite weights `(n+1, n+1)` whose best tree (of any set) is the tree we want.
 
@@ -204,40 +181,3 @@ def _tree_weights(scores: np.ndarray) -> np.ndarray:
     return weights
 
 
-def _find_cycle(heads: np.ndarray) -> np.ndarray | None:
-    """A cycle of the head graph `(n+1,)` as an array of nodes, or None."""
-    parent = heads.tolist()
-    state = [0] * len(parent)  # 0 unseen, 1 on the current path, 2 done
-    state[0] = 2
-    for start in range(1, len(parent)):
-        path = []
-        node = start
-        while state[node] == 0:
-            state[node] = 1
-            path.append(node)
-            node = parent[node]
-        if state[node] == 1:
-            return np.array(path[path.index(node) :])
-        for visited in path:
-            state[visited] = 2
-    return None
-
-
-def _tree_weights(scores: np.ndarray) -> np.ndarray:
-    """Finite weights `(n+1, n+1)` whose best tree (of any set) is the tree we want.
-
-    Trees are ranked lexicographically by (fewest `-inf` arcs; score): `-inf` arcs get a
-    finite penalty so low that one more of them always loses. Non-arcs (column 0,
-    diagonal) stay `-inf`. Returns a new array.
-    """
-    size = scores.shape[0]
-    arcs = ~np.eye(size, dtype=bool)
-    arcs[:, 0] = False
-    finite = np.isfinite(scores) & arcs
-    low, high = (
-        (scores[finite].min(), scores[finite].max()) if finite.any() else (0.0, 0.0)
-    )
-    penalty = low - size * (high - low) - 1.0
-    weights = np.where(finite, scores, penalty)
-    weights[~arcs] = -np.inf
-    return weights
