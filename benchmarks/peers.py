@@ -6,9 +6,9 @@ batches whole sentences: the count whose mean length gives that many words), on 
 MiniLM encoder, with one thread; each keeps its own published recipe otherwise (``SYSTEMS``).
 All of them see the same small dev file (``--dev-sentences``, for their model selection) and
 parse the whole EWT test file, which ``parser.evaluate`` (the CoNLL 2018 scorer's
-definitions) scores for every system alike. Training runs one system after the other, then
-parsing runs ``--repeats`` rounds in a rotating order; each child process's wall time and
-peak RSS come from ``os.wait4``. Parsing time is the test file's run less a one-sentence
+definitions) scores for every system alike. The systems run one after the other, each
+training then parsing (``--repeats`` times, the median counts), its row saved at once; each
+child process's wall time and peak RSS come from ``os.wait4``. Parsing time is the test file's run less a one-sentence
 run of the same command (loading the model and the interpreter), so it is tokenising,
 scoring, decoding and writing. One JSON line per system goes to ``--results``;
 ``--report`` prints the markdown table.
@@ -357,11 +357,11 @@ def mib(n: float) -> float:
 
 
 def run(args: argparse.Namespace) -> list[dict]:
-    """Train every system of ``args.systems``, parse the test file with each in rotating
-    rounds, score them; returns the rows (also appended to ``args.results``)."""
+    """Train every system of ``args.systems`` in turn, parse the test file with it, score
+    it; each system's row goes to ``args.results`` as soon as it is done (a run stopped
+    midway keeps the systems it finished). Returns the rows."""
     from benchmarks.common import machine
     from benchmarks.low_resource import provenance
-    from parser.evaluate import evaluate
 
     data = RUNS / "data"
     train = data / f"train-{args.sentences}.conllu"
@@ -372,70 +372,62 @@ def run(args: argparse.Namespace) -> list[dict]:
     if args.test_sentences is not None:  # a quick check of the pipeline, not a result to report
         test = data / f"test-{args.test_sentences}.conllu"
         write_first(treebank_file("test"), args.test_sentences, test)
-    one = data / "test-1.conllu"
-    write_first(test, 1, one)
-    test_sentences = len(sentence_blocks(test))
     setting = Setting(train, dev, len(blocks), sum(map(word_count, blocks)), args.epochs, args.batch_tokens, args.seed)
     run_id = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
-    recorded = provenance(["-m", "benchmarks.peers", *args.argv])
     shared = {"run": run_id, "treebank": TREEBANK, "sentences": setting.sentences, "words": setting.words,
-              "epochs": args.epochs, "batch_tokens": args.batch_tokens, "threads": 1, "machine": machine()}
-    rows: dict[str, dict] = {}
-    outs: dict[str, Path] = {}
-    for name in args.systems:
-        system, out = SYSTEMS[name], RUNS / "out" / run_id / name
-        out.mkdir(parents=True, exist_ok=True)
-        command = system.train_command(setting, out)
-        print(f"training {name}: {shlex.join(command)}", flush=True)
-        child = run_child(command, system.env, out / "train.log")
-        row = {"system": name, "version": system.version(), **shared, "train_command": shlex.join(command)}
-        rows[name] = row
-        if child.status != 0:
-            row["error"] = f"training exited with {child.status}: {last_error(out / 'train.log')}"
-            print(f"  {row['error']}", flush=True)
-            continue
-        log = (out / "train.log").read_text(encoding="utf-8", errors="replace")
-        row.update(steps=system.steps(setting, out, log), train_seconds=round(child.seconds, 1),
-                   train_sentences_per_s=round(setting.sentences * args.epochs / child.seconds, 2),
-                   train_peak_rss_mib=mib(child.peak_rss), saved_mib=mib(size(system.model(out))))
-        outs[name] = out
-        print(f"  {row['steps']} steps, {child.seconds:.0f} s", flush=True)
-    parse_times: dict[str, list[float]] = {name: [] for name in outs}
-    parse_rss: dict[str, int] = dict.fromkeys(outs, 0)
-    names = list(outs)
-    for r in range(args.repeats):
-        for name in names[r % len(names):] + names[:r % len(names)] if names else []:
-            system, out = SYSTEMS[name], outs[name]
-            full = run_child(system.parse_command(system.model(out), test, out / "test.pred.conllu"), system.env,
-                             out / "parse.log")
-            load = run_child(system.parse_command(system.model(out), one, out / "one.pred.conllu"), system.env,
-                             out / "parse-one.log")
-            if full.status != 0 or load.status != 0:
-                failed = "parse.log" if full.status != 0 else "parse-one.log"
-                rows[name]["error"] = f"parsing exited with {full.status or load.status}: {last_error(out / failed)}"
-                continue
-            parse_times[name].append(full.seconds - load.seconds)
-            parse_rss[name] = max(parse_rss[name], full.peak_rss)
-            print(f"parsed with {name}: {full.seconds:.1f} s, of which loading {load.seconds:.1f} s", flush=True)
-    for name, out in outs.items():
-        row = rows[name]
-        row["parse_command"] = shlex.join(SYSTEMS[name].parse_command(SYSTEMS[name].model(out), test, out / "test.pred.conllu"))
-        if "error" in row or not parse_times[name]:
-            continue
-        seconds = statistics.median(parse_times[name])
-        row.update(parse_seconds=round(seconds, 1), parse_sentences_per_s=round(test_sentences / seconds, 1),
-                   parse_repeats=len(parse_times[name]), parse_peak_rss_mib=mib(parse_rss[name]))
-        try:
-            scores = evaluate(test, out / "test.pred.conllu")
-            row.update(uas=round(scores["uas"], 2), las=round(scores["las"], 2))
-        except Exception as error:  # noqa: BLE001 - a peer's output the scorer rejects is a result too
-            row["error"] = f"scoring its test output failed: {error}"
-    results = [{**row, **recorded} for row in rows.values()]
+              "epochs": args.epochs, "batch_tokens": args.batch_tokens, "threads": 1, "machine": machine(),
+              **provenance(["-m", "benchmarks.peers", *args.argv])}
     Path(args.results).parent.mkdir(parents=True, exist_ok=True)
-    with open(args.results, "a", encoding="utf-8") as sink:
-        for row in results:
+    rows = []
+    for name in args.systems:
+        out = RUNS / "out" / run_id / name
+        row = {"system": name, "version": SYSTEMS[name].version(), **measure(SYSTEMS[name], setting, test, out, args.repeats),
+               **shared}
+        with open(args.results, "a", encoding="utf-8") as sink:
             sink.write(json.dumps(row) + "\n")
-    return results
+        rows.append(row)
+    return rows
+
+
+def measure(system, setting: Setting, test: Path, out: Path, repeats: int) -> dict:
+    """Train ``system`` into ``out``, parse ``test`` ``repeats`` times, score the parse:
+    the measured fields of its row (``error`` says what failed)."""
+    from parser.evaluate import evaluate
+
+    out.mkdir(parents=True, exist_ok=True)
+    command = system.train_command(setting, out)
+    print(f"training {system.name}: {shlex.join(command)}", flush=True)
+    child = run_child(command, system.env, out / "train.log")
+    row: dict = {"train_command": shlex.join(command)}
+    if child.status != 0:
+        print(f"  training failed: {last_error(out / 'train.log')}", flush=True)
+        return {**row, "error": f"training exited with {child.status}: {last_error(out / 'train.log')}"}
+    log = (out / "train.log").read_text(encoding="utf-8", errors="replace")
+    model, predicted, one = system.model(out), out / "test.pred.conllu", out / "test-1.conllu"
+    row.update(steps=system.steps(setting, out, log), train_seconds=round(child.seconds, 1),
+               train_sentences_per_s=round(setting.sentences * setting.epochs / child.seconds, 2),
+               train_peak_rss_mib=mib(child.peak_rss), saved_mib=mib(size(model)),
+               parse_command=shlex.join(system.parse_command(model, test, predicted)))
+    print(f"  {row['steps']} steps, {child.seconds:.0f} s", flush=True)
+    write_first(test, 1, one)
+    seconds, peak = [], 0
+    for _ in range(repeats):
+        full = run_child(system.parse_command(model, test, predicted), system.env, out / "parse.log")
+        load = run_child(system.parse_command(model, one, out / "one.pred.conllu"), system.env, out / "parse-one.log")
+        if full.status != 0 or load.status != 0:
+            failed = out / ("parse.log" if full.status != 0 else "parse-one.log")
+            return {**row, "error": f"parsing exited with {full.status or load.status}: {last_error(failed)}"}
+        seconds.append(full.seconds - load.seconds)
+        peak = max(peak, full.peak_rss)
+        print(f"  parsed in {full.seconds:.1f} s, of which loading {load.seconds:.1f} s", flush=True)
+    median = statistics.median(seconds)
+    row.update(parse_seconds=round(median, 1), parse_sentences_per_s=round(len(sentence_blocks(test)) / median, 1),
+               parse_repeats=repeats, parse_peak_rss_mib=mib(peak))
+    try:
+        scores = evaluate(test, predicted)
+    except Exception as error:  # noqa: BLE001 - a peer's output the scorer rejects is a result too
+        return {**row, "error": f"scoring its test output failed: {error}"}
+    return {**row, "uas": round(scores["uas"], 2), "las": round(scores["las"], 2)}
 
 
 # ---- report ------------------------------------------------------------------------------
