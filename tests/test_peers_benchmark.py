@@ -1,0 +1,80 @@
+"""benchmarks.peers: its data files, its reading of the peers' logs and its report (no peer runs)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from benchmarks import peers
+
+CONLLU = """# sent_id = a
+# text = I don't know
+1\tI\tI\tPRON\t_\t_\t3\tnsubj\t_\t_
+2-3\tdon't\t_\t_\t_\t_\t_\t_\t_\t_
+2\tdo\tdo\tAUX\t_\t_\t3\taux\t_\t_
+3\tn't\tnot\tPART\t_\t_\t4\tadvmod\t_\t_
+4\tknow\tknow\tVERB\t_\t_\t0\troot\t_\t_
+
+# sent_id = b
+1\tGo\tgo\tVERB\t_\t_\t0\troot\t_\t_
+1.1\tgo\tgo\tVERB\t_\t_\t_\t_\t0:root\t_
+2\t!\t!\tPUNCT\t_\t_\t1\tpunct\t_\t_
+
+# sent_id = c
+1\tHi\thi\tINTJ\t_\t_\t0\troot\t_\t_
+
+"""
+
+
+def test_the_first_sentences_go_to_a_file_with_their_comments_and_words_count_syntactic_words(tmp_path):
+    source = tmp_path / "in.conllu"
+    source.write_text(CONLLU, encoding="utf-8")
+    blocks = peers.write_first(source, 2, tmp_path / "sub" / "out.conllu")
+    assert [peers.word_count(block) for block in blocks] == [4, 2]  # no 2-3 range, no 1.1 empty node
+    written = (tmp_path / "sub" / "out.conllu").read_text(encoding="utf-8")
+    assert written.startswith("# sent_id = a\n") and "# sent_id = c" not in written and written.endswith("!\t!\tPUNCT\t_\t_\t1\tpunct\t_\t_\n\n")
+    assert peers.sentence_blocks(tmp_path / "sub" / "out.conllu") == blocks
+
+
+def test_steps_come_from_supars_log_and_hopsparsers_batches():
+    log = ("INFO train: Dataset(n_sentences=3000, n_batches=211, n_buckets=32)\n"
+           "INFO Epoch 1 / 2:\n...\nINFO Epoch 2 / 2:\n")
+    assert peers.supar_steps(log) == 422
+    with pytest.raises(ValueError, match="no training batches"):
+        peers.supar_steps("INFO Epoch 1 / 1:\n")
+    setting = peers.Setting(Path("t"), Path("d"), sentences=100, words=2311, epochs=3, batch_tokens=500, seed=1)
+    hops = peers.HopsParser()
+    assert hops.batch_sentences(setting) == 22  # 500 words at 23.11 words a sentence
+    assert hops.steps(setting, Path("."), "") == 3 * 5  # ceil(100 / 22) a pass
+
+
+def test_a_failed_childs_reason_is_its_last_error_line(tmp_path):
+    log = tmp_path / "train.log"
+    log.write_text("Traceback (most recent call last):\n  File x\nFileNotFoundError: no vectors\nwarning: after\n")
+    assert peers.last_error(log) == "FileNotFoundError: no vectors"
+    log.write_text("killed\n")
+    assert peers.last_error(log) == "killed"
+
+
+def row(system: str, **values) -> dict:
+    return {"run": "r1", "system": system, "version": f"{system} 1.0", "sentences": 3000, "words": 51037, "epochs": 1,
+            "batch_tokens": 250, "threads": 1, "machine": "cpu", "date": "2026-11-25", "commit": "abcdef0123", **values}
+
+
+def test_the_report_tables_every_system_and_compares_this_project_with_the_best_peers():
+    measured = {"steps": 200, "train_peak_rss_mib": 1000.0, "parse_peak_rss_mib": 700.0, "saved_mib": 91.0}
+    rows = [row("treeexp", uas=80.0, las=75.5, train_sentences_per_s=12.0, parse_sentences_per_s=60.0, **measured),
+            row("supar", uas=79.0, las=74.0, train_sentences_per_s=8.0, parse_sentences_per_s=40.0, **measured),
+            row("hopsparser", uas=81.0, las=76.0, train_sentences_per_s=2.0, parse_sentences_per_s=10.0, **measured),
+            row("stanza", error="training exited with 1: FileNotFoundError: no vectors")]
+    text = peers.report(rows)
+    assert "**3000 training sentences (51037 words) x 1 epoch(s)" in text and "commit abcdef0" in text
+    assert "| treeexp 1.0 | 200 | 80.00 | 75.50 | 12.0 | 60.0 | 1000 / 700 | 91 |" in text
+    assert "| stanza 1.0 | did not run: `training exited with 1: FileNotFoundError: no vectors` |" in text
+    # LAS against the most accurate peer (hopsparser), speeds against the fastest (supar)
+    assert "LAS -0.50 points (hopsparser); training 1.50x, parsing 1.50x" in text
+
+
+def test_no_comparison_without_a_scored_peer():
+    assert peers.comparison([row("treeexp", las=70.0, train_sentences_per_s=1.0, parse_sentences_per_s=1.0)]) == ""
