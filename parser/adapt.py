@@ -153,7 +153,7 @@ class MaskedLanguageModel(LightningModule):
             chosen[draw.masked_fill(~present, 2.0).argmin()] = True
         target = is_word & chosen[columns.clamp(min=0)]
         action = torch.rand(columns.shape, generator=generator)
-        random_ids = torch.randint(len(self.tokenizer), columns.shape, generator=generator)
+        random_ids = torch.randint(self.model.get_input_embeddings().num_embeddings, columns.shape, generator=generator)
         ids = sub.input_ids.cpu().clone()
         ids = torch.where(target & (action < 0.8), self.tokenizer.mask_token_id, ids)
         ids = torch.where(target & (action >= 0.8) & (action < 0.9), random_ids, ids)
