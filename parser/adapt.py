@@ -213,8 +213,9 @@ class AdaptCLI(LightningCLI):
         parser.link_arguments("seed_everything", "model.mask_seed")
 
     def instantiate_trainer(self, **kwargs):
-        root = Path(self._get(self.config_init, "trainer", default={}).get("default_root_dir") or "runs")
-        kwargs.setdefault("logger", CSVLogger(root, name="adapt"))
+        config = self._get(self.config_init, "trainer", default={})
+        if config.get("logger") in (None, True) and "logger" not in kwargs:
+            kwargs["logger"] = CSVLogger(Path(config.get("default_root_dir") or "runs"), name="adapt")
         return super().instantiate_trainer(**kwargs)
 
 
