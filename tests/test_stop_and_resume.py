@@ -67,7 +67,8 @@ def straight(tiny_bert_dir, small) -> dict[str, torch.Tensor]:
 
 
 def _start(tiny_bert_dir: Path, small: Path, root: Path, *extra: str) -> subprocess.Popen:
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
+    # the same intra-op threads as the runs in this process: a sum over other threads rounds differently
+    env = {**os.environ, "OMP_NUM_THREADS": str(torch.get_num_threads()), "PYTHONPATH": str(REPO)}
     return subprocess.Popen([sys.executable, str(REPO / "train.py"), *_args(tiny_bert_dir, small, root), *extra],
                             cwd=root.parent, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
