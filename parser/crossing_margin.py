@@ -54,7 +54,7 @@ def _decode_both(parser: Parser, gold: list[Sentence], batch_size: int) -> list[
         chunk = gold[start : start + batch_size]
         scores = parser([s.words for s in chunk])
         lengths = torch.tensor([len(s.words) for s in chunk], device=scores.arcs.device)
-        spanning, projective, gaps = crossing_gaps(scores.arcs, lengths, parser.hparams.multiroot)
+        spanning, projective, gaps = crossing_gaps(scores.arcs, lengths, parser.decoding.multiroot)
         trees = [(heads, mst_labels(scores.labels, heads, lengths)) for heads in (spanning, projective)]
         for i, sentence in enumerate(chunk):
             n, correct = len(sentence.words), []

@@ -12,6 +12,8 @@ Chu-Liu-Edmonds per sentence on the host; it is now the oracle of the tests
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import torch
 from torch import Tensor
@@ -67,11 +69,35 @@ def crossing_gaps(scores: Tensor, lengths: Tensor, multiroot: bool = False) -> t
     return spanning, projective, gap.clamp_min_(0.0).to(spanning.device)
 
 
-def check_decoder(projective: bool | None, crossing_margin: float | None) -> None:
-    """Raise unless at most one of the two decoder choices is given."""
-    if projective and crossing_margin is not None:
-        raise ConfigurationError("give projective (always Eisner) or a crossing margin (Eisner unless a crossing tree "
-                         "wins by the margin), not both")
+@dataclass(frozen=True)
+class Decoding:
+    """How a parser turns scores into trees: one value, used by validation, ``Parser.parse``
+    and ``parser.predict`` alike (change it with ``dataclasses.replace``).
+
+    ``multiroot``: the tree set (the parser's own); the best spanning tree by default,
+    ``projective``: the best projective tree (Eisner), or ``crossing_margin``: the best
+    spanning tree only where it outscores the best projective one by that margin.
+    """
+
+    multiroot: bool = False
+    projective: bool = False
+    crossing_margin: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.projective and self.crossing_margin is not None:
+            raise ConfigurationError("give projective (always Eisner) or a crossing margin (Eisner unless a crossing "
+                                     "tree wins by the margin), not both")
+
+    def heads(self, arcs: Tensor, lengths: Tensor) -> Tensor:
+        """``(B, N+1)`` heads of the arc scores ``(B, N+1, N+1)``."""
+        if self.crossing_margin is not None:
+            return mst_with_margin(arcs, lengths, self.crossing_margin, self.multiroot)
+        return mst(arcs, lengths, self.multiroot, self.projective)
+
+    def __call__(self, arcs: Tensor, labels: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor]:
+        """The heads and the best label of each of their arcs (label scores ``(B, N+1, N+1, L)``)."""
+        heads = self.heads(arcs, lengths)
+        return heads, mst_labels(labels, heads, lengths)
 
 
 def mst_with_margin(scores: Tensor, lengths: Tensor, margin: float, multiroot: bool = False) -> Tensor:

@@ -26,7 +26,7 @@ from objectives.schedule import linear_warmup_decay
 from . import checkpoint as checkpoint_files
 from .batch import Batch, collate
 from .biaffine import BiaffineScorer
-from .decode import check_decoder, mst, mst_labels, mst_with_margin
+from .decode import Decoding
 from .encoder import Subwords, WordEncoder
 from .metrics import AttachmentScore, universal_index
 from .sentences import Sentence
@@ -164,7 +164,7 @@ class Parser(LightningModule):
         encoder_source: str | Path | None = None,
     ):
         super().__init__()
-        check_decoder(projective, crossing_margin)
+        self.decoding = Decoding(multiroot, projective, crossing_margin)
         if unsupervised_schedule not in ("constant", "linear_decay"):
             raise ConfigurationError(f"unsupervised_schedule must be 'constant' or 'linear_decay', got {unsupervised_schedule!r}")
         self.save_hyperparameters(ignore=["supervised", "unsupervised", "encoder_source"])
@@ -307,13 +307,8 @@ class Parser(LightningModule):
         return Scores(scores.arcs, reindex_labels(scores.labels, teacher.label_vocab.itos, self.label_vocab.itos))
 
     def decode(self, scores: Scores, lengths: Tensor) -> tuple[Tensor, Tensor]:
-        """Best single-root (or multi-root) tree and the best label of each of its arcs."""
-        margin = self.hparams.get("crossing_margin")
-        if margin is not None:
-            heads = mst_with_margin(scores.arcs, lengths, margin, self.hparams.multiroot)
-        else:
-            heads = mst(scores.arcs, lengths, self.hparams.multiroot, self.hparams.projective)
-        return heads, mst_labels(scores.labels, heads, lengths)
+        """Heads and labels of ``scores`` by this parser's :class:`~parser.decode.Decoding`."""
+        return self.decoding(scores.arcs, scores.labels, lengths)
 
     # ----------------------------------------------------------------- training
     def training_step(self, batch: Batch | dict[str, Batch], batch_idx: int) -> Tensor:

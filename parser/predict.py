@@ -11,6 +11,7 @@ empty node of the input is written back unchanged, and no sentence is ever dropp
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import time
 from pathlib import Path
 
@@ -19,7 +20,7 @@ from lightning.pytorch.callbacks import BasePredictionWriter
 
 from .checkpoint import check_checkpoint_path
 from .cli import run_reporting_errors
-from .decode import check_decoder
+from .decode import Decoding
 from .model import Parser
 from .sentences import read_sentences, write_conllu
 
@@ -64,7 +65,7 @@ def predict(checkpoint: str, source: str, target: str, batch_size: int = 32, dev
     (Eisner) or spanning tree; ``crossing_margin``: a spanning tree only where it beats the
     best projective one by that margin (both override the checkpoint's setting). The checkpoint's kind, the whole input and the output's folder are checked before the
     model loads, so bad input fails in a moment, not after loading."""
-    check_decoder(projective, crossing_margin)
+    Decoding(projective=bool(projective), crossing_margin=crossing_margin)  # a bad pair fails before loading
     check_checkpoint_path(checkpoint)
     sentences = read_sentences(source)
     if not Path(target).resolve().parent.is_dir():
@@ -72,8 +73,7 @@ def predict(checkpoint: str, source: str, target: str, batch_size: int = 32, dev
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     parser = Parser.load(checkpoint, map_location=device)
     if projective is not None or crossing_margin is not None:
-        parser.hparams.projective = bool(projective)
-        parser.hparams.crossing_margin = crossing_margin
+        parser.decoding = dataclasses.replace(parser.decoding, projective=bool(projective), crossing_margin=crossing_margin)
     start = time.perf_counter()
     parses = parser.parse([s.words for s in sentences], batch_size=batch_size)
     speed = len(sentences) / (time.perf_counter() - start)

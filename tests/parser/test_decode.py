@@ -425,3 +425,27 @@ def test_crossing_margin_chooses_between_the_best_spanning_and_projective_trees(
     chosen = mst_with_margin(scores, lengths, margin)
     for b in range(len(lengths)):
         torch.testing.assert_close(chosen[b], spanning[b] if gap[b] > margin else projective[b])
+
+
+def test_decoding_is_one_value_for_every_route():
+    """``Decoding`` picks the route (spanning, projective, margin), refuses projective with a
+    margin, and gives the heads' best labels; a predict-time change is a new value."""
+    import dataclasses
+
+    from objectives.conventions import ConfigurationError
+    from parser.decode import Decoding, mst_with_margin
+
+    generator = torch.Generator().manual_seed(3)
+    arcs, labels = torch.randn(4, 8, 8, generator=generator), torch.randn(4, 8, 8, 5, generator=generator)
+    lengths = torch.tensor([7, 5, 3, 1])
+    spanning = Decoding()
+    heads, chosen = spanning(arcs, labels, lengths)
+    torch.testing.assert_close(heads, mst(arcs, lengths))
+    torch.testing.assert_close(chosen, mst_labels(labels, heads, lengths))
+    projective = dataclasses.replace(spanning, projective=True)
+    torch.testing.assert_close(projective.heads(arcs, lengths), mst(arcs, lengths, projective=True))
+    margin = Decoding(multiroot=True, crossing_margin=0.5)
+    torch.testing.assert_close(margin.heads(arcs, lengths), mst_with_margin(arcs, lengths, 0.5, multiroot=True))
+    assert not spanning.projective  # replace made a new value
+    with pytest.raises(ConfigurationError, match="not both"):
+        Decoding(projective=True, crossing_margin=1.0)
