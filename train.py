@@ -87,7 +87,7 @@ class ParserCLI(LightningCLI):
                  "passed since the last one (0: only at validations and signals)",
         )
         # the CLI's default recipe (the model names no objective): tree likelihood on labeled batches
-        parser.set_defaults({"model.supervised": {"class_path": "objectives.Likelihood"}})
+        parser.set_defaults({"model.terms": [{"objective": {"class_path": "objectives.Likelihood"}}]})
 
     def init_parser(self, **kwargs) -> LightningArgumentParser:
         parser = super().init_parser(**kwargs)

@@ -71,8 +71,8 @@ HEADER = """\
 #   {languages}
 # averaged (unweighted) over those where the child tag occurs, rounded to 2 decimals.
 # Coverage (the share of words whose gold arc some rule covers) on the same dev sets:
-#   {coverages}; mean {coverage:.2f}, the threshold of the rules' coverage form:
-#   --model.unsupervised.init_args.coverage {coverage:.2f} --model.unsupervised.init_args.penalty one_sided
+#   {coverages}; mean {coverage:.2f}, the threshold of the rules' coverage form
+#   (GeneralizedExpectation coverage: {coverage:.2f}, penalty: one_sided; configs/ge_coverage.yaml)
 """
 
 

@@ -60,6 +60,7 @@ FULL_DATA_LAS = {
     "UD_Wolof-WTB": (76.11, "configs/small_treebank.yaml on all of train, 15 epochs, MST, docs/experiments.md section 3"),
 }
 DEFAULT_TREEBANK = "UD_English-EWT"  # the treebank of rows that do not name theirs (the first rows)
+TAGGER = shlex.join(['--model.terms+={"objective": "objectives.TagLikelihood"}'])  # --tagger: a UPOS head's term
 
 
 def train_command(objective: str, size: int | str, seed: int, treebank: str, output: Path | str,
@@ -223,7 +224,7 @@ def run_cell(objective: str, size: int | str, seed: int, args: argparse.Namespac
     config = yaml.safe_load((run / "config.yaml").read_text(encoding="utf-8"))
     test = DependencyDataModule(treebank=args.treebank, root=args.data_root).path("test")
     predicted = out / "test.pred.conllu"
-    tagged = (config["model"].get("tagger_weight") or 0) > 0  # then UPOS is predicted too, and scored
+    tagged = trains_tagger(config["model"])  # then UPOS is predicted too, and scored
     subprocess.run([sys.executable, "-m", "parser.predict", str(best), str(test), str(predicted),
                     *(["--overwrite-upos"] if tagged else [])], check=True, cwd=ROOT)
     scores = evaluate(test, predicted)
@@ -240,10 +241,18 @@ def run_cell(objective: str, size: int | str, seed: int, args: argparse.Namespac
             **{k: round(v, 2) for k, v in scores.items()}, "extra_labeled": extra, **arcs, **recorded}, best, True
 
 
+def trains_tagger(model_config: dict) -> bool:
+    """Whether a run's ``model`` config trains a UPOS head (a TagLikelihood term; before the
+    terms list, a positive ``tagger_weight``)."""
+    terms = model_config.get("terms") or []
+    paths = [t["objective"] if isinstance(t["objective"], str) else t["objective"].get("class_path", "") for t in terms]
+    return any(path.endswith("TagLikelihood") for path in paths) or (model_config.get("tagger_weight") or 0) > 0
+
+
 def _short(overrides: str) -> str:
     """Overrides as the table shows them: ``--model.unsupervised.init_args.penalty kl`` -> ``penalty kl``,
-    ``--data.unlabeled_tags drop`` -> ``unlabeled_tags drop``."""
-    return re.sub(r"--(model\.unsupervised\.init_args|model|data|trainer)\.", "", overrides)
+    ``--data.unlabeled_tags drop`` -> ``unlabeled_tags drop``, ``--tagger``'s term -> ``tagger``."""
+    return re.sub(r"--(model\.unsupervised\.init_args|model|data|trainer)\.", "", overrides.replace(TAGGER, "tagger"))
 
 
 Cells = dict[tuple[int | str, str, str], list[dict]]  # (labeled size, objective, variant) -> its runs
@@ -433,7 +442,9 @@ def main() -> None:
                      "row's extra_labeled (default: read from the teacher's checkpoint, 0 if it does not say)")
     # the recipe of every cell is its config (RECIPES); change it here, recorded as the row's variant
     cli.add_argument("--train-args", default="", help="train.py overrides on top of the recipe's config, "
-                     "e.g. '--model.unsupervised_weight 1.0'")
+                     "e.g. '--model.encoder_lr 1e-4'")
+    cli.add_argument("--tagger", action="store_true", help="add a UPOS tagging term (objectives.TagLikelihood) to "
+                     "the recipe: the first of --train-args")
     cli.add_argument("--partial-arcs", type=float, metavar="SHARE",
                      help="supervised only: train on the K sentences whole plus the rest of the training file "
                           "with this random share of its arcs kept (partial annotation, --data.partial)")
@@ -443,6 +454,8 @@ def main() -> None:
                      "--results with .png)")
     cli.add_argument("--report", action="store_true", help="only print the table of --results and draw --figure")
     args = cli.parse_args()
+    if args.tagger:
+        args.train_args = f"{TAGGER} {args.train_args}".strip()
     results = Path(args.results)
     if not args.report:
         if "kl" in args.objectives and not args.teacher:

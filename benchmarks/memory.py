@@ -32,7 +32,7 @@ def worst_batches(data: DependencyDataModule, model: Parser, k: int) -> list:
     """The ``k`` training batches with the most padded transformer positions."""
     sized = []
     for batch in data.train_dataloader():
-        sub = model.encoder.subwords(batch.words)
+        sub = model.network.encoder.subwords(batch.words)
         sized.append((sub.input_ids.numel(), int(sub.attention_mask.sum()), batch))
     sized.sort(key=lambda item: -item[0])
     return sized[:k]
@@ -43,14 +43,15 @@ def measure(config: str, worst: int, chunked: bool) -> dict:
     data = DependencyDataModule(treebank=recipe["data"]["treebank"], batch_tokens=recipe["data"]["batch_tokens"])
     data.setup("fit")
     torch.manual_seed(0)
-    model = Parser(encoder=recipe["model"]["encoder"], labels=data.label_vocab.itos, supervised=Likelihood())
+    model = Parser(encoder=recipe["model"]["encoder"], labels=data.label_vocab.itos)
+    likelihood = Likelihood()
     if not chunked:
-        model.encoder.PADDED_SUBWORDS_PER_CHUNK = sys.maxsize
+        model.network.encoder.PADDED_SUBWORDS_PER_CHUNK = sys.maxsize
     batches = worst_batches(data, model, worst)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
     start = time.perf_counter()
     for _, _, batch in batches:
-        loss = model.supervised(model(batch.words), batch)
+        loss = likelihood(model(batch.words), batch)
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()

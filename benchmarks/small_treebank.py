@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import argparse
 import csv
-import inspect
+import dataclasses
 import json
 import os
 import shlex
@@ -30,22 +30,23 @@ from pathlib import Path
 
 import yaml
 
-from benchmarks.low_resource import ROOT, provenance
+from benchmarks.low_resource import ROOT, provenance, trains_tagger
 from parser.crossing_margin import best, sweep
 from parser.datamodule import DependencyDataModule
 from parser.evaluate import crossings, evaluate
 from parser.model import Parser
+from parser.network import EncoderOptions
 from parser.predict import predict
 from parser.sentences import read_conllu
 
 RECIPE = "configs/small_treebank.yaml"
 # an ingredient of the recipe -> the override that removes it
 ABLATIONS = {
-    "layer_mix": "--model.layer_mix false",
-    "characters": "--model.characters 0",
-    "word_dropout": "--model.word_dropout 0.0",
-    "tagger": "--model.tagger_weight 0.0",
-    "lstm": "--model.lstm_layers 0",
+    "layer_mix": "--model.encoder_options.layer_mix false",
+    "characters": "--model.encoder_options.characters 0",
+    "word_dropout": "--model.encoder_options.word_dropout 0.0",
+    "tagger": shlex.join(['--model.terms=[{"objective": "objectives.Likelihood"}]']),
+    "lstm": "--model.encoder_options.lstm_layers 0",
 }
 DECODERS = ("mst", "eisner", "margin")
 # UDPipe 2's published test (UAS, LAS) with gold tokenisation, UD 2.17 models (251125), the
@@ -98,7 +99,7 @@ def score_run(args: argparse.Namespace, ablation: str, variant: str, trained: di
     best_ckpt, files = trained["best"], DependencyDataModule(treebank=args.treebank, root=args.data_root)
     gold = {split: files.path(split) for split in ("dev", "test")}
     margin = best(sweep(Parser.load(best_ckpt), read_conllu(gold["dev"]))).margin
-    tagged = (trained["config"]["model"].get("tagger_weight") or 0) > 0
+    tagged = trains_tagger(trained["config"]["model"])
     rows = []
     for decoder in DECODERS:
         row = {"treebank": args.treebank, "recipe": args.config, "ablation": ablation, "variant": variant,
@@ -172,15 +173,17 @@ def report(results: Path) -> str:
 
 
 def absent_ingredients(config: str, names: list[str]) -> list[str]:
-    """The ingredients among ``names`` that the recipe ``config`` does not use: its model
-    section (or, where it is silent, :class:`Parser`'s default) has their override's value."""
+    """The ingredients among ``names`` that the recipe ``config`` does not use: no tagging
+    term, or encoder options (where the config is silent, their defaults) at the override's value."""
     model = yaml.safe_load((ROOT / config).read_text(encoding="utf-8")).get("model", {})
-    defaults = inspect.signature(Parser).parameters
+    options = {**dataclasses.asdict(EncoderOptions()), **(model.get("encoder_options") or {})}
     absent = []
     for name in names:
+        if name == "tagger":
+            absent += [] if trains_tagger(model) else [name]
+            continue
         flag, value = ABLATIONS[name].split()
-        key = flag.removeprefix("--model.")
-        if model.get(key, defaults[key].default) == yaml.safe_load(value):
+        if options[flag.removeprefix("--model.encoder_options.")] == yaml.safe_load(value):
             absent.append(name)
     return absent
 

@@ -51,7 +51,7 @@ def parse_split(model: Parser, sentences: list[list[str]], batch_size: int) -> t
             t0 = _clock()
             scores = model(words)
             t1 = _clock()
-            model.decode(scores, lengths)
+            model.decoding(scores.arcs, scores.labels, lengths)
             t2 = _clock()
             score_time, decode_time = score_time + t1 - t0, decode_time + t2 - t1
     return score_time, decode_time
@@ -91,7 +91,7 @@ def main() -> None:
     data.setup("fit")
     model = Parser.load(args.checkpoint) if args.checkpoint else Parser(labels=data.label_vocab.itos)
     if args.checkpoint:
-        data.label_vocab = model.label_vocab
+        data.label_vocab = model.network.label_vocab
     model = model.to(args.device)
     test = read_conllu(next((Path(args.data_root) / args.treebank).glob("*-ud-test.conllu")))
     sentences = [s.words for s in test[: args.sentences]]

@@ -5,12 +5,12 @@
 entropies, KL), :class:`TreeCRF` (all of it as a ``torch.distributions`` object),
 :mod:`objectives.baselines` (slow reference algorithms), one module per training
 objective, and the project's shared conventions (:mod:`objectives.conventions`: the ignore
-index, the UD tag set, the arc mask) and schedules (:mod:`objectives.schedule`).
+index, the UD tag set, the arc mask) and the :class:`Schedule` of every weight and
+temperature (:mod:`objectives.schedule`).
 """
 
 from .conventions import IGNORE_INDEX, UPOS_TAGS, ConfigurationError, arc_mask, word_mask
 from .distribution import TreeCRF
-from .combined import Combined
 from .entropy_regularizer import EntropyRegularizer
 from .expectations import (
     covariance,
@@ -27,7 +27,8 @@ from .likelihood import Likelihood
 from .mtt import log_partition, marginals
 from .objective import Objective, ObjectiveContext, Scores
 from .risk import Risk
-from .schedule import interpolate, linear_warmup_decay
+from .schedule import Schedule, linear_warmup_decay
+from .tagging import TagLikelihood
 
 __all__ = [
     "ConfigurationError",
@@ -47,7 +48,7 @@ __all__ = [
     "Likelihood",
     "Risk",
     "EntropyRegularizer",
-    "Combined",
+    "TagLikelihood",
     "Distillation",
     "GeneralizedExpectation",
     "Constraint",
@@ -58,5 +59,5 @@ __all__ = [
     "arc_mask",
     "word_mask",
     "linear_warmup_decay",
-    "interpolate",
+    "Schedule",
 ]

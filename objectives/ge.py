@@ -252,9 +252,9 @@ class GeneralizedExpectation(Objective):
     or float64) around the engine's float64 factorisation.
 
     :meth:`setup` gives the tree set, the UPOS vocabulary of ``batch.upos`` (constraint tags
-    are checked against it), the labeled sample (``targets_from="labeled"``) and the
-    process group. Distributed training: the batch counts (expected arcs per constraint,
-    child words per tag) are summed over the processes of ``context.process_group`` (or
+    are checked against it) and the labeled sample (``targets_from="labeled"``).
+    Distributed training: the batch counts (expected arcs per constraint,
+    child words per tag) are summed over the processes of :attr:`process_group` (``None``:
     the default group when ``torch.distributed`` runs with more than one process) before
     the penalty, so every process gets the penalty of the whole global batch. The all-reduce
     is differentiable; its backward sums the (equal) gradients of all processes, so each
@@ -340,11 +340,9 @@ class GeneralizedExpectation(Objective):
         self._upos_checked = False
 
     def setup(self, context: ObjectiveContext) -> None:
-        """Take the tree set, the process group and the UPOS vocabulary (index -> tag) of
-        ``batch.upos``; with ``targets_from="labeled"`` and a labeled sample (``fit``),
+        """Take the tree set and the UPOS vocabulary (index -> tag) of ``batch.upos``; with ``targets_from="labeled"`` and a labeled sample (``fit``),
         estimate the targets from its gold trees."""
         super().setup(context)
-        self.process_group = context.process_group
         device = self.targets.device
         self.parent_ids, self.child_ids, self.sides = _compile(self.constraints, context.tags, device)
         tagged = [i for i, tag in enumerate(context.tags) if tag in UPOS_TAGS]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 from torch import Tensor, nn
 
@@ -47,8 +47,6 @@ class ObjectiveContext:
         labels: the label (DEPREL) vocabulary; ``labels[i]`` is the label of id ``i``.
         labeled_batches: the labeled training sentences as batches (gold heads and UPOS),
             for objectives that estimate something from them; ``None`` outside ``fit``.
-        process_group: the ``torch.distributed`` group of the processes training together,
-            or ``None`` for one process.
         total_steps: the training run's length in optimiser steps (for schedules that
             end with it), or ``None`` outside ``fit``.
     """
@@ -58,7 +56,6 @@ class ObjectiveContext:
     tags: Sequence[str] = ()
     labels: Sequence[str] = ()
     labeled_batches: Callable[[], Iterable[TreeBatch]] | None = None
-    process_group: Any = None
     total_steps: int | None = None
 
 
@@ -67,7 +64,8 @@ class Objective(nn.Module):
 
     Class attributes say what the objective needs: ``needs_gold`` (gold heads/labels, so
     labeled batches only), ``needs_teacher`` (the caller passes the teacher's
-    :class:`Scores`), ``needs_upos`` (gold or predicted UPOS in the batch).
+    :class:`Scores`), ``needs_upos`` (gold or predicted UPOS in the batch),
+    ``needs_tag_scores`` (``scores.tags``: the model grows a tagging head).
     What changes at every call comes with the call: the teacher's scores and the training
     step (``step``, for schedules).
     :meth:`setup` receives the model's :class:`ObjectiveContext` before each stage; the
@@ -77,6 +75,7 @@ class Objective(nn.Module):
     needs_gold: bool = False
     needs_teacher: bool = False
     needs_upos: bool = False
+    needs_tag_scores: bool = False
 
     def __init__(self) -> None:
         super().__init__()
@@ -84,7 +83,7 @@ class Objective(nn.Module):
 
     def setup(self, context: ObjectiveContext) -> None:
         """Take what this objective needs from the model (vocabularies, tree set, labeled
-        sample, process group). Subclasses that override it call ``super().setup``."""
+        sample, the run's length). Subclasses that override it call ``super().setup``."""
         self.multiroot = context.multiroot
 
     def forward(self, scores: Scores, batch: TreeBatch, teacher: Scores | None = None, step: int = 0) -> Tensor:

@@ -8,8 +8,8 @@ from torch import Tensor
 from ._common import full_precision, gold_label_logits
 from .conventions import IGNORE_INDEX, ConfigurationError
 from .distribution import TreeCRF
-from .objective import Objective, Scores, TreeBatch
-from .schedule import interpolate
+from .objective import Objective, ObjectiveContext, Scores, TreeBatch
+from .schedule import Schedule
 
 
 class Risk(Objective):
@@ -24,42 +24,33 @@ class Risk(Objective):
     Deterministic annealing (Li & Eisner 2009, eq. 14): each sentence minimises
     ``R - T * H`` with ``R`` its expected number of attachment errors and ``H`` its tree
     entropy in nats, divided by its length like the risk: ``loss = mean_b (R_b - T H_b) / n_b``
-    (so ``T`` trades errors against nats per word). ``T`` falls linearly from
-    ``temperature`` to ``final_temperature`` over the first ``anneal_steps`` values of
-    ``step`` and stays there (linear so that it can reach 0; with
-    ``final_temperature=None`` it stays at ``temperature``). ``T = 0`` skips the entropy.
+    (so ``T`` trades errors against nats per word). ``T`` is a number or a
+    :class:`~objectives.schedule.Schedule` of the step, e.g. ``{value: 1.0, decay: linear,
+    final: 0.0, until: 1000}`` falls linearly from 1 to 0 over the first 1000 steps (linear
+    so that it can reach 0). ``T = 0`` skips the entropy.
 
     Args:
         labeled: labeled attachment (needs label scores and gold labels).
-        temperature: ``T`` at step 0.
-        final_temperature: ``T`` from step ``anneal_steps`` on, or ``None`` for a constant ``T``.
-        anneal_steps: length of the linear schedule (positive when ``final_temperature`` is set).
+        temperature: ``T``, constant or scheduled.
     """
 
     needs_gold = True
 
-    def __init__(
-        self,
-        labeled: bool = False,
-        temperature: float = 0.0,
-        final_temperature: float | None = None,
-        anneal_steps: int = 0,
-    ) -> None:
+    def __init__(self, labeled: bool = False, temperature: float | Schedule = 0.0) -> None:
         super().__init__()
-        if temperature < 0 or (final_temperature is not None and final_temperature < 0):
+        self.temperature = Schedule.of(temperature)
+        if min(self.temperature.value, self.temperature.final) < 0:
             raise ConfigurationError("temperatures must be non-negative")
-        if final_temperature is not None and anneal_steps <= 0:
-            raise ConfigurationError("a final_temperature needs anneal_steps > 0")
         self.labeled = labeled
-        self.temperature = temperature
-        self.final_temperature = final_temperature
-        self.anneal_steps = anneal_steps
+        self.total_steps: int | None = None
+
+    def setup(self, context: ObjectiveContext) -> None:
+        super().setup(context)
+        self.total_steps = context.total_steps
 
     def temperature_at(self, step: int) -> float:
         """The annealing temperature ``T`` at a training step."""
-        if self.final_temperature is None:
-            return self.temperature
-        return interpolate(self.temperature, self.final_temperature, step, self.anneal_steps)
+        return self.temperature(step, self.total_steps)
 
     def forward(self, scores: Scores, batch: TreeBatch, teacher: Scores | None = None, step: int = 0) -> Tensor:
         """Scalar loss for ``scores.arcs`` ``(B, N+1, N+1)`` (and ``scores.labels`` ``(B, N+1, N+1, L)``)."""

@@ -1,8 +1,14 @@
-"""Piecewise-linear schedules of training steps (learning rate, unsupervised weight, temperature)."""
+"""Numbers that change with the training step: every weight, temperature and learning-rate
+factor of the project is a :class:`Schedule` (or a plain number, a constant schedule)."""
 
 from __future__ import annotations
 
-__all__ = ["linear_warmup_decay", "interpolate"]
+from dataclasses import dataclass
+from typing import Literal
+
+from .conventions import ConfigurationError
+
+__all__ = ["Schedule", "linear_warmup_decay"]
 
 
 def linear_warmup_decay(step: int, warmup: int, total: int | None) -> float:
@@ -15,6 +21,48 @@ def linear_warmup_decay(step: int, warmup: int, total: int | None) -> float:
     return max(0.0, (total - step) / max(total - warmup, 1))
 
 
-def interpolate(start: float, end: float, step: int, steps: int) -> float:
-    """``start`` at step 0, ``end`` from ``steps`` on, linear in between (``steps > 0``)."""
-    return start + (end - start) * min(max(step / steps, 0.0), 1.0)
+@dataclass(frozen=True)
+class Schedule:
+    """``value`` at a training step: ramped up linearly from 0 over ``warmup`` steps, then
+    ``constant``, or with ``decay="linear"`` falling linearly to ``final`` at step ``until``
+    (the run's last step when ``None``) and staying there.
+
+    In YAML: ``weight: 0.1`` (constant) or ``weight: {value: 0.1, warmup: 100, decay: linear}``.
+    """
+
+    value: float = 1.0
+    warmup: int = 0
+    decay: Literal["constant", "linear"] = "constant"
+    final: float = 0.0
+    until: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.decay not in ("constant", "linear"):
+            raise ConfigurationError(f"a schedule's decay is 'constant' or 'linear', not {self.decay!r}")
+        if self.warmup < 0 or (self.until is not None and self.until <= self.warmup):
+            raise ConfigurationError(f"a schedule needs 0 <= warmup < until, got warmup {self.warmup}, until {self.until}")
+
+    @classmethod
+    def of(cls, value: float | Schedule) -> Schedule:
+        """``value`` as a schedule (a number is a constant one)."""
+        return value if isinstance(value, Schedule) else cls(float(value))
+
+    @property
+    def needs_total(self) -> bool:
+        """Whether the value depends on the run's length (a decay to its last step)."""
+        return self.decay == "linear" and self.until is None
+
+    def __call__(self, step: int, total_steps: int | None = None) -> float:
+        """The value at ``step`` of a run of ``total_steps`` optimiser steps."""
+        if self.decay == "constant":
+            end = None
+        elif self.until is not None:
+            end = self.until
+        elif total_steps is None:
+            raise RuntimeError("a schedule decaying to the run's last step needs the run's length (total_steps)")
+        else:
+            end = total_steps
+        factor = linear_warmup_decay(step, self.warmup, end)
+        if step < self.warmup:
+            return self.value * factor
+        return self.final + (self.value - self.final) * factor

@@ -9,7 +9,7 @@ This parses the dev set once, then for every margin that changes a decision prin
 dev UAS/LAS (CoNLL 2018 definitions: the universal part of DEPREL) and the share of
 non-projective predicted trees beside gold's, and names the margin of the best dev LAS
 (the largest such margin on ties: fewer invented crossings) and the one whose share is
-closest to gold's, for ``parser.predict --crossing-margin`` or ``--model.crossing_margin``.
+closest to gold's, for ``parser.predict --crossing-margin`` or ``--model.decoding.crossing_margin``.
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ def _decode_both(parser: Parser, gold: list[Sentence], batch_size: int) -> list[
             gold_labels = [universal_deprel(d) for d in sentence.deprels]
             for heads, labels in trees:
                 h = heads[i, 1 : n + 1].tolist()
-                names = [universal_deprel(parser.label_vocab.itos[x]) for x in labels[i, 1 : n + 1].tolist()]
+                names = [universal_deprel(parser.network.label_vocab.itos[x]) for x in labels[i, 1 : n + 1].tolist()]
                 right = [a == b for a, b in zip(h, sentence.heads)]
                 correct.append((sum(right), sum(r and x == y for r, x, y in zip(right, names, gold_labels))))
             crossing = any(nonprojective_arcs(spanning[i, 1 : n + 1].tolist()))

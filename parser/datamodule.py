@@ -5,7 +5,7 @@ from __future__ import annotations
 import glob
 import os
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any, Literal
@@ -152,6 +152,12 @@ class DependencyDataModule(LightningDataModule):
     def has_unlabeled(self) -> bool:
         """Whether training has unlabeled sentences (``unlabeled`` or ``labeled_size``)."""
         return bool(self.unlabeled_sources)
+
+    def gold_batches(self, size: int = 256) -> Iterator[Batch]:
+        """The labeled training sentences as batches of ``size`` (gold trees and UPOS, no
+        labels), for objectives that estimate something from them."""
+        for start in range(0, len(self.train_sentences), size):
+            yield collate(self.train_sentences[start : start + size], self.upos_vocab, None)
 
     def path(self, split: Literal["train", "dev", "test"]) -> Path:
         """The file of a split: the explicit path, else the treebank's; must exist."""

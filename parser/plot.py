@@ -5,8 +5,9 @@
 Each argument is a ``metrics.csv`` file or a directory searched for them: a run's
 ``version_N`` folder (``train.py`` logs to ``ROOT/NAME/version_N/metrics.csv``, ROOT being
 ``--trainer.default_root_dir``), or a folder of several runs, each then one curve labeled
-with its sub-folder. One panel per metric the logs hold, against the optimiser step: loss
-terms, lambda, learning rates (``lr-*``, one per parameter group), dev UAS and LAS. The
+with its sub-folder. One panel per metric the logs hold, against the optimiser step: the
+loss, each term's value (``train/<term>``) and scheduled weight (``train/weight/<term>``),
+learning rates (``lr-*``, one per parameter group), dev UAS and LAS. The
 format follows the extension: .png, .svg or .html."""
 
 from __future__ import annotations
@@ -19,10 +20,10 @@ from pathlib import Path
 
 from .drawing import DrawingError, check_output, new_figure, report_errors, save
 
-METRICS = ("train/loss", "train/supervised", "train/unsupervised", "train/lambda", "lr-", "val/uas", "val/las")
-TITLES = {"train/loss": "training loss", "train/supervised": "supervised loss",
-          "train/unsupervised": "unsupervised loss", "train/lambda": "lambda (unsupervised weight)",
-          "val/uas": "dev UAS", "val/las": "dev LAS"}
+# plotted in this order; a name ending in / or - stands for every metric under it
+METRICS = ("train/loss", "train/", "train/weight/", "lr-", "val/uas", "val/las")
+NOT_PLOTTED = ("train/unlabeled_skipped",)
+TITLES = {"train/loss": "training loss", "val/uas": "dev UAS", "val/las": "dev LAS"}
 
 Curves = dict[str, tuple[list[int], list[float]]]  # metric -> (steps, values)
 
@@ -78,11 +79,23 @@ def _wanted(names: set[str]) -> list[str]:
     """The plotted metrics among ``names``, in the order of :data:`METRICS`."""
     ordered = []
     for metric in METRICS:
-        if metric.endswith("-"):  # a prefix: lr-AdamW/pg1, lr-AdamW/pg2, ...
-            ordered += sorted(n for n in names if n.startswith(metric))
+        if metric.endswith(("-", "/")):  # a prefix: lr-AdamW/pg1, lr-AdamW/pg2, ...; train/likelihood, ...
+            below = [n for n in names if n.startswith(metric) and n not in METRICS and n not in NOT_PLOTTED]
+            ordered += sorted(n for n in below if metric.endswith("-") or "/" not in n[len(metric):])
         elif metric in names:
             ordered.append(metric)
     return ordered
+
+
+def _title(metric: str) -> str:
+    """A panel's title: ``training loss``, ``likelihood``, ``weight of ge``, ``learning rate (lr-AdamW/pg1)``."""
+    if metric in TITLES:
+        return TITLES[metric]
+    if metric.startswith("lr-"):
+        return f"learning rate ({metric})"
+    if metric.startswith("train/weight/"):
+        return f"weight of {metric.removeprefix('train/weight/')}"
+    return metric.removeprefix("train/")
 
 
 def figure(runs: list[tuple[str, Curves]], columns: int = 4):
@@ -105,7 +118,7 @@ def figure(runs: list[tuple[str, Curves]], columns: int = 4):
                 # dev scores are points; a curve of one logged step is one too (a line of one point is invisible)
                 marked = metric.startswith("val/") or len(steps) == 1
                 ax.plot(steps, values, color=color, linewidth=1.3, marker="o" if marked else None, markersize=3)
-        ax.set_title(TITLES.get(metric, f"learning rate ({metric})" if metric.startswith("lr-") else metric), fontsize=10)
+        ax.set_title(_title(metric), fontsize=10)
         ax.tick_params(labelsize=8)
         ax.grid(alpha=0.3)
         if metric.startswith("lr-"):

@@ -36,16 +36,17 @@ class ConlluWriter(BasePredictionWriter):
         self.output = output
 
     def write_on_epoch_end(self, trainer, pl_module, predictions, batch_indices) -> None:
-        parses = {index: (heads, labels, tags) for batch in predictions for index, heads, labels, tags in batch}
+        parses = {index: parse for batch in predictions for index, parse in batch}
         if trainer.world_size > 1:
             shares = [None] * trainer.world_size if trainer.is_global_zero else None
             torch.distributed.gather_object(parses, shares, dst=0)
             parses = {index: parse for share in shares or [] for index, parse in share.items()}
         if trainer.is_global_zero:
             sentences = trainer.datamodule.predict_sentences
-            heads, labels, tags = zip(*(parses[i] for i in range(len(sentences)))) if sentences else ((), (), ())
-            upos = None if not tags or tags[0] is None else fill_upos(sentences, tags)
-            write_conllu(sentences, self.output, heads=list(heads), deprels=list(labels), upos=upos)
+            ordered = [parses[i] for i in range(len(sentences))]
+            upos = None if not ordered or ordered[0].tags is None else fill_upos(sentences, [p.tags for p in ordered])
+            write_conllu(sentences, self.output, heads=[p.heads for p in ordered], deprels=[p.labels for p in ordered],
+                         upos=upos)
         trainer.strategy.barrier("ConlluWriter")
 
 

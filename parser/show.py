@@ -221,7 +221,7 @@ def figure(words: Sequence[str], heads: Sequence[int], labels: Sequence[str] | N
 
 
 def draw(parse, path: str | Path | None = None, gold_heads: Sequence[int] | None = None, title: str | None = None):
-    """Draw a :class:`parser.model.Parse` (or anything with ``words``, ``heads``, ``labels``,
+    """Draw a :class:`parser.parsing.Parse` (or anything with ``words``, ``heads``, ``labels``,
     ``marginals``); saved to ``path`` by its extension when given. Returns the Figure."""
     fig = figure(parse.words, parse.heads, parse.labels, parse.marginals, gold_heads, title)
     if path is not None:

@@ -103,22 +103,26 @@ def _fit(tiny_bert_dir: Path, small: dict[str, Path], config: str, *args: str) -
     return _run(str(REPO / "train.py"), "fit", *_fit_args(tiny_bert_dir, small, config), *args, cwd=small["conllu"].parent)
 
 
+# configs/ge.yaml's terms without its tagging term
+GE_WITHOUT_TAGGER = ('--model.terms=[{"objective": "objectives.Likelihood"}, {"objective": {"class_path": '
+                     '"objectives.GeneralizedExpectation", "init_args": {"constraints": "tag_pairs", "targets_from": '
+                     '"labeled"}}, "data": "unlabeled"}]')
 CONFIGURATIONS_THAT_CANNOT_WORK = {  # case: (config, overrides, what the error line says)
-    "ge_on_text_without_tagger": ("ge.yaml", ["--model.tagger_weight", "0", "--data.unlabeled", "TEXT"],
-                                  ["GeneralizedExpectation needs UPOS tags", "--model.tagger_weight"]),
+    "ge_on_text_without_tagger": ("ge.yaml", [GE_WITHOUT_TAGGER, "--data.unlabeled", "TEXT"],
+                                  ["GeneralizedExpectation needs UPOS tags", "objectives.TagLikelihood"]),
     "kl_without_teacher": ("distill.yaml", [], ["Distillation needs a teacher"]),
-    "teacher_of_other_trees": ("distill.yaml", ["--model.teacher", "TEACHER"], ["multi-root trees", "--model.multiroot"]),
-    "bad_schedule": ("entropy.yaml", ["--model.unsupervised_schedule", "sometimes"],
-                     ["model.unsupervised_schedule", "linear_decay", "Got value: sometimes"]),
-    "bad_objective_schedule": ("combined.yaml", ["--model.unsupervised.init_args.schedules", "[constant, sometimes]"],
-                               ["model.unsupervised", "Got value: sometimes"]),
-    "weights_for_other_objectives": ("combined.yaml", ["--model.unsupervised.init_args.weights", "[0.1]"],
-                                     ["1 weights for 2 objectives"]),
+    "teacher_of_other_trees": ("distill.yaml", ["--model.teacher", "TEACHER"], ["multi-root trees", "--model.decoding.multiroot"]),
+    "bad_schedule": ("entropy.yaml", ['--model.terms+={"objective": "objectives.EntropyRegularizer", "data": "unlabeled", '
+                                      '"weight": {"value": 0.1, "decay": "sometimes"}}'], ["sometimes"]),
+    "term_on_other_data": ("likelihood.yaml", ['--model.terms+={"objective": "objectives.EntropyRegularizer", "data": "gold"}'],
+                           ["model.terms", "'labeled', 'unlabeled'", "Got value: gold"]),
     "bad_last_checkpoint_minutes": ("likelihood.yaml", ["--last_checkpoint_minutes", "-1"],
                                     ["last_checkpoint_minutes must be"]),
-    "gold_objective_on_unlabeled": ("likelihood.yaml", ["--model.unsupervised", "objectives.Risk", "--data.unlabeled", "TEXT"],
-                                    ["Risk needs gold trees", "--model.supervised"]),
-    "no_ge_target": ("ge.yaml", ["--model.unsupervised.init_args.min_count", "100000"], ["no constraint's child tag"]),
+    "gold_objective_on_unlabeled": ("likelihood.yaml", ['--model.terms+={"objective": "objectives.Risk", "data": "unlabeled"}',
+                                                        "--data.unlabeled", "TEXT"], ["Risk needs gold trees", "data: labeled"]),
+    "no_ge_target": ("ge.yaml", ['--model.terms=[{"objective": {"class_path": "objectives.GeneralizedExpectation", "init_args": '
+                                 '{"constraints": "tag_pairs", "targets_from": "labeled", "min_count": 100000}}}]'],
+                     ["no constraint's child tag"]),
 }
 
 
@@ -131,7 +135,7 @@ def test_train_reports_a_configuration_that_cannot_work_in_one_line(case, tiny_b
 
     config, overrides, fragments = CONFIGURATIONS_THAT_CANNOT_WORK[case]
     if case == "teacher_of_other_trees":  # a parser of multi-root trees teaching a single-root one
-        teacher_run = _fit(tiny_bert_dir, small, "likelihood.yaml", "--model.multiroot", "true",
+        teacher_run = _fit(tiny_bert_dir, small, "likelihood.yaml", "--model.decoding.multiroot", "true",
                            "--trainer.default_root_dir", str(tmp_path / "teacher"))
         assert teacher_run.returncode == 0, teacher_run.stderr[-2000:]
     replace = {"TEXT": str(small["text"]), "TEACHER": str(next((tmp_path / "teacher").rglob("last.ckpt"), ""))}
@@ -146,7 +150,7 @@ def test_train_reports_a_configuration_that_cannot_work_in_one_line(case, tiny_b
 
 def test_train_shows_the_traceback_of_a_setup_error_with_debug(tiny_bert_dir, small):
     """The command line itself: GE on plain text without a tagger is one line; with --debug a traceback."""
-    args = ["--model.tagger_weight", "0", "--data.unlabeled", str(small["text"])]
+    args = [GE_WITHOUT_TAGGER, "--data.unlabeled", str(small["text"])]
     _one_error_line(_fit(tiny_bert_dir, small, "ge.yaml", *args), "needs UPOS tags")
     debug = _fit(tiny_bert_dir, small, "ge.yaml", *args, "--debug")
     assert debug.returncode != 0 and "Traceback" in debug.stderr and "ConfigurationError" in debug.stderr

@@ -25,7 +25,8 @@ def test_the_driver_trains_the_recipe_and_scores_three_decoders(tiny_bert_dir, u
     scores, non-projective shares beside gold's, the chosen margin and the exact command;
     a second call skips the recorded variant."""
     data_root, results = _treebank(ud_dir, tmp_path / "ud"), tmp_path / "results.jsonl"
-    variant = (f"--model.encoder {tiny_bert_dir} --model.characters 8 --model.arc_size 32 --model.label_size 16 "
+    variant = (f"--model.encoder {tiny_bert_dir} --model.encoder_options.characters 8 --model.heads.arc_size 32 "
+               "--model.heads.label_size 16 "
                "--trainer.max_steps 2 --trainer.max_time null --trainer.enable_progress_bar false")
     argv = ["--treebank", "UD_Tiny-Test", "--data-root", str(data_root), "--train-args", variant,
             "--output", str(tmp_path / "runs"), "--results", str(results)]
@@ -34,7 +35,7 @@ def test_the_driver_trains_the_recipe_and_scores_three_decoders(tiny_bert_dir, u
     assert [row["decoder"] for row in rows] == list(small_treebank.DECODERS)
     for row in rows:
         assert row["variant"] == variant and row["ablation"] == "" and row["steps"] == 2
-        assert "configs/small_treebank.yaml" in row["command"] and "--model.characters 8" in row["command"]
+        assert "configs/small_treebank.yaml" in row["command"] and "--model.encoder_options.characters 8" in row["command"]
         assert 0 <= row["test_las"] <= row["test_uas"] <= 100 and "test_upos" in row  # the recipe has a tagger
         assert row["gold_nonprojective_trees"].keys() == {"dev", "test"} and row["cpu_minutes"] > 0
     assert rows[1]["dev_nonprojective_trees"] == rows[1]["test_nonprojective_trees"] == 0.0  # Eisner
@@ -53,7 +54,7 @@ def test_the_report_names_each_run_and_decoder(tmp_path, capsys):
             "test_nonprojective_trees": 38.0, "steps": 450, "cpu_minutes": 58.3}
     rows = [{**base, "ablation": "", "variant": "", "decoder": "mst", "test_upos": 92.3,
              "dev_crossing_head_accuracy": 25.4},
-            {**base, "ablation": "characters", "variant": "--model.characters 0 --trainer.max_epochs 9",
+            {**base, "ablation": "characters", "variant": "--model.encoder_options.characters 0 --trainer.max_epochs 9",
              "decoder": "margin", "crossing_margin": 3.81}]
     results = tmp_path / "results.jsonl"
     results.write_text("".join(json.dumps(row) + "\n" for row in rows))
@@ -70,9 +71,9 @@ def test_an_ablation_of_an_ingredient_the_recipe_lacks_is_refused(tmp_path, caps
     """``--ablate`` removes what the recipe has: an ingredient already off (set so, or left
     at the parser's default) is a usage error naming it, before anything trains."""
     recipe = tmp_path / "recipe.yaml"
-    recipe.write_text("model:\n  layer_mix: true\n  characters: 0\n")
+    recipe.write_text("model:\n  encoder_options:\n    layer_mix: true\n    characters: 0\n  terms:\n    - objective: objectives.Likelihood\n")
     assert small_treebank.absent_ingredients(str(recipe), ["layer_mix", "characters", "tagger"]) == ["characters", "tagger"]
     with pytest.raises(SystemExit) as stop:
         small_treebank.main(["--config", str(recipe), "--ablate", "characters", "--results", str(tmp_path / "r.jsonl")])
-    assert stop.value.code == 2 and "has no characters to remove (already --model.characters 0)" in capsys.readouterr().err
+    assert stop.value.code == 2 and "has no characters to remove (already --model.encoder_options.characters 0)" in capsys.readouterr().err
     assert small_treebank.absent_ingredients("configs/small_treebank.yaml", ["layer_mix", "lstm"]) == []

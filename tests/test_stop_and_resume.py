@@ -48,7 +48,7 @@ def small(ud_dir, tmp_path_factory) -> Path:
 
 
 def _args(tiny_bert_dir: Path, small: Path, root: Path) -> list[str]:
-    return ["fit", "--model.encoder", str(tiny_bert_dir), "--model.arc_size", "32", "--model.label_size", "16",
+    return ["fit", "--model.encoder", str(tiny_bert_dir), "--model.heads.arc_size", "32", "--model.heads.label_size", "16",
             "--data.train", str(small), "--data.dev", str(small), "--data.batch_tokens", "300",
             "--trainer.max_steps", str(STEPS), "--trainer.max_epochs", "-1", "--trainer.val_check_interval", "3",
             "--trainer.check_val_every_n_epoch", "null", "--trainer.limit_val_batches", "2",

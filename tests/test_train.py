@@ -10,6 +10,7 @@ import pytest
 import torch
 
 import train
+from objectives.schedule import Schedule
 from parser.evaluate import evaluate
 from parser.predict import predict
 from parser.sentences import ConlluError, read_conllu
@@ -35,19 +36,28 @@ def test_every_objective_config_instantiates(name, tiny_bert_dir):
     cli = train.main(args[1:], run=False)  # no subcommand when run=False
     assert type(cli.model).__name__ == "Parser"
     expected = {"likelihood": "Likelihood", "risk": "Risk", "entropy": "EntropyRegularizer",
-                "kl": "Distillation", "ge": "GeneralizedExpectation", "combined": "Combined"}[name]
-    objectives = {type(o).__name__ for o in (cli.model.supervised, cli.model.unsupervised) if o is not None}
-    assert expected in objectives
+                "kl": "Distillation", "ge": "GeneralizedExpectation", "combined": "EntropyRegularizer"}[name]
+    assert expected in objectives(cli.model)
+
+
+def objectives(model) -> list[str]:
+    """The class names of a model's terms' objectives, in order."""
+    return [type(term.objective).__name__ for term in model.terms.terms]
+
+
+def term(model, name: str):
+    """The model's term whose objective is of class ``name``."""
+    return next(term for term in model.terms.terms if type(term.objective).__name__ == name)
 
 
 @pytest.mark.parametrize("name", sorted(train.OBJECTIVE_CONFIGS))
 def test_shipped_configs_read_plain_text(name, tiny_bert_dir):
-    """A config whose unlabeled objective needs UPOS tags trains a tagger to give them and
+    """A config whose unlabeled terms need UPOS tags trains a tagger to give them and
     reads the unlabeled sentences without theirs, as a user's plain text has none."""
     args = train.expand_objective([f"--objective={name}", "--model.encoder", str(tiny_bert_dir)])
     cli = train.main(args[1:], run=False)
-    if cli.model.unsupervised is not None and cli.model.unsupervised.needs_upos:
-        assert cli.model.tagger is not None and cli.datamodule.unlabeled_tags == "drop"
+    if any(t.objective.needs_upos and t.data == "unlabeled" for t in cli.model.terms.terms):
+        assert cli.model.heads.tagger and cli.datamodule.unlabeled_tags == "drop"
 
 
 def _readme_command(prefix: str, containing: str = "") -> list[str]:
@@ -76,22 +86,19 @@ def test_readme_ge_recipe_parses(tiny_bert_dir, monkeypatch):
     default = _readme_command("python train.py --objective ge  ")
     assert default == ["--objective", "ge"]
     cli = train.main(train.expand_objective([*default, "--model.encoder", str(tiny_bert_dir)])[1:], run=False)
-    ge = cli.model.unsupervised
-    assert len(ge.constraints) == 595 and ge.targets_from == "labeled" and cli.datamodule.labeled_size == 100
-    assert cli.model.hparams.unsupervised_weight == 0.1
-    assert cli.model.hparams.unsupervised_schedule == "linear_decay"
+    ge = term(cli.model, "GeneralizedExpectation")
+    assert len(ge.objective.constraints) == 595 and ge.objective.targets_from == "labeled"
+    assert cli.datamodule.labeled_size == 100 and ge.data == "unlabeled"
+    assert ge.weight == Schedule(0.1, warmup=100, decay="linear")
 
-    rules = _readme_command("python train.py --objective ge --model.unsupervised")
-    assert "configs/rules/naseem_ud.yaml" in rules
-    cli = train.main(train.expand_objective([*rules, "--model.encoder", str(tiny_bert_dir)])[1:], run=False)
-    ge = cli.model.unsupervised
-    assert len(ge.constraints) == 15 and ge.targets_from == "rules"
-    assert cli.model.hparams.unsupervised_weight == 1.0
-    assert cli.model.hparams.unsupervised_schedule == "constant"
+    rules = _readme_command("python train.py fit --config configs/ge_rules.yaml")
+    cli = train.main([*rules[1:], "--model.encoder", str(tiny_bert_dir)], run=False)
+    ge = term(cli.model, "GeneralizedExpectation")
+    assert len(ge.objective.constraints) == 15 and ge.objective.targets_from == "rules" and ge.weight == 1.0
 
-    coverage = _readme_command("python train.py --objective ge --model.unsupervised", "coverage")
-    cli = train.main(train.expand_objective([*coverage, "--model.encoder", str(tiny_bert_dir)])[1:], run=False)
-    ge = cli.model.unsupervised
+    coverage = _readme_command("python train.py fit --config configs/ge_coverage.yaml")
+    cli = train.main([*coverage[1:], "--model.encoder", str(tiny_bert_dir)], run=False)
+    ge = term(cli.model, "GeneralizedExpectation").objective
     assert len(ge.constraints) == 15 and ge.coverage == 0.61 and ge.penalty == "one_sided"
 
 
@@ -102,16 +109,16 @@ LOW_RESOURCE_RECIPE = {
     "trainer": {"max_steps": 400, "max_epochs": -1, "val_check_interval": 100, "check_val_every_n_epoch": None,
                 "limit_val_batches": 0.25},
 }
-RECIPE_OBJECTIVES = {  # config -> (supervised, unsupervised, lambda settings)
-    "likelihood_low_resource": ("Likelihood", None, {}),
-    "entropy": ("Likelihood", "EntropyRegularizer", {"unsupervised_weight": 0.1, "unsupervised_warmup": 200}),
-    "ge": ("Likelihood", "GeneralizedExpectation",
-           {"unsupervised_weight": 0.1, "unsupervised_warmup": 100, "unsupervised_schedule": "linear_decay"}),
-    "distill": ("Likelihood", "Distillation", {"unsupervised_weight": 1.0}),
+RECIPE_TERMS = {  # config -> its terms: (objective, data, weight)
+    "likelihood_low_resource": [("Likelihood", "labeled", 1.0)],
+    "entropy": [("Likelihood", "labeled", 1.0), ("EntropyRegularizer", "unlabeled", Schedule(0.1, warmup=200))],
+    "ge": [("Likelihood", "labeled", 1.0), ("TagLikelihood", "labeled", 1.0),
+           ("GeneralizedExpectation", "unlabeled", Schedule(0.1, warmup=100, decay="linear"))],
+    "distill": [("Likelihood", "labeled", 1.0), ("Distillation", "unlabeled", 1.0)],
 }
 
 
-@pytest.mark.parametrize("name", sorted(RECIPE_OBJECTIVES))
+@pytest.mark.parametrize("name", sorted(RECIPE_TERMS))
 def test_low_resource_configs_are_the_reported_recipes(name, tiny_bert_dir):
     """Each config behind a row of docs/results/low_resource.jsonl instantiates with the
     recipe those rows ran with, and its header gives the command and the time it takes."""
@@ -122,12 +129,10 @@ def test_low_resource_configs_are_the_reported_recipes(name, tiny_bert_dir):
             assert cli.config[group][key] == value, (group, key)
     assert (cli.trainer.max_steps, cli.trainer.limit_val_batches, cli.trainer.val_check_interval) == (400, 0.25, 100)
     assert cli.datamodule.batch_tokens == 500 and cli.datamodule.labeled_size == 100
-    supervised, unsupervised, weights = RECIPE_OBJECTIVES[name]
-    assert type(cli.model.supervised).__name__ == supervised
-    assert type(cli.model.unsupervised).__name__ == (unsupervised or "NoneType")
-    assert {k: cli.model.hparams[k] for k in weights} == weights
+    assert [(type(t.objective).__name__, t.data, t.weight) for t in cli.model.terms.terms] == RECIPE_TERMS[name]
     if name == "ge":
-        assert len(cli.model.unsupervised.constraints) == 595 and cli.model.unsupervised.targets_from == "labeled"
+        ge = term(cli.model, "GeneralizedExpectation").objective
+        assert len(ge.constraints) == 595 and ge.targets_from == "labeled"
     header = "".join(line for line in path.read_text(encoding="utf-8").splitlines(keepends=True) if line.startswith("#"))
     assert "python train.py" in header and "minutes on one CPU thread" in header and "400 steps" in header
 
@@ -135,19 +140,18 @@ def test_low_resource_configs_are_the_reported_recipes(name, tiny_bert_dir):
 def test_the_cli_default_objective_is_tree_likelihood(tiny_bert_dir):
     """With no config, train.py trains the tree likelihood (the model itself names none)."""
     cli = train.main(["--model.encoder", str(tiny_bert_dir)], run=False)
-    assert type(cli.model.supervised).__name__ == "Likelihood" and cli.model.unsupervised is None
+    assert objectives(cli.model) == ["Likelihood"] and cli.model.terms.terms[0].data == "labeled"
 
 
 def test_small_treebank_config_is_the_reported_wolof_recipe(tiny_bert_dir):
     """configs/small_treebank.yaml builds the command of docs/experiments.md, section 3."""
     cli = train.main(["--config", str(train.CONFIGS / "small_treebank.yaml"), "--model.encoder", str(tiny_bert_dir)],
                      run=False)
-    hp = cli.model.hparams
-    assert (hp.layer_mix, hp.characters, hp.word_dropout, hp.tagger_weight, hp.encoder_lr) == (True, 0, 0.15, 1.0, 2e-4)
+    options, model = cli.model.encoder_options, cli.model
+    assert (options.layer_mix, options.characters, options.word_dropout, model.hparams.encoder_lr) == (True, 0, 0.15, 2e-4)
+    assert objectives(model) == ["Likelihood", "TagLikelihood"] and model.heads.tagger
     assert cli.datamodule.treebank == "UD_Wolof-WTB" and cli.datamodule.batch_tokens == 500
-    assert hp.freeze_encoder == "embeddings" and cli.trainer.max_epochs == 15
-    assert hp.lstm_layers == 2 and cli.model.encoder.hidden_size == 2 * hp.lstm_size
-    assert cli.model.encoder.characters is None
+    assert options.freeze == "embeddings" and cli.trainer.max_epochs == 15 and options.lstm_layers == 2
 
 
 def test_low_resource_driver_adds_only_the_cell(tiny_bert_dir, monkeypatch):
@@ -172,13 +176,13 @@ def test_low_resource_driver_adds_only_the_cell(tiny_bert_dir, monkeypatch):
         train_command("kl", 100, 1, "UD_English-EWT", "out")
     rooted = train_command("ge", 100, 1, "UD_English-EWT", "out", data_root="/data/ud")
     assert rooted[rooted.index("--data.root") + 1] == "/data/ud"
-    command = train_command("ge", 100, 2, "UD_English-EWT", "out", train_args="--model.unsupervised_weight 1.0")
-    assert command[-2:] == ["--model.unsupervised_weight", "1.0"]
+    command = train_command("ge", 100, 2, "UD_English-EWT", "out", train_args="--model.encoder_lr 1e-4")
+    assert command[-2:] == ["--model.encoder_lr", "1e-4"]
     assert train_command("supervised", "all", 1, "UD_English-EWT", "out")[9] == "null"  # a full-data row
     # the command builds the config's recipe with the cell's settings
     cli = train.main([*command[2:], "--model.encoder", str(tiny_bert_dir)], run=False)
     assert cli.datamodule.labeled_size == 100 and cli.datamodule.seed == 2 and cli.config.seed_everything == 2
-    assert cli.model.hparams.unsupervised_weight == 1.0 and cli.trainer.max_steps == 400
+    assert cli.model.hparams.encoder_lr == 1e-4 and cli.trainer.max_steps == 400
 
 
 def test_low_resource_kl_rows_count_the_teachers_labeled_sentences(ud_dir, tmp_path):
@@ -285,7 +289,7 @@ def _short_run(name: str, encoder: Path, data: Path, root: Path, extra: list[str
     """``python train.py --objective NAME`` for 2 steps, as a user shortens it; returns best.ckpt."""
     cli = train.main([
         "--objective", name, "--trainer.max_steps", "2", "--model.encoder", str(encoder),
-        "--model.arc_size", "32", "--model.label_size", "16", "--data.train", str(data), "--data.dev", str(data),
+        "--model.heads.arc_size", "32", "--model.heads.label_size", "16", "--data.train", str(data), "--data.dev", str(data),
         "--data.batch_tokens", "300", "--trainer.default_root_dir", str(root), "--trainer.enable_progress_bar", "false",
         "--trainer.enable_model_summary", "false", *extra,
     ])
@@ -310,8 +314,8 @@ def test_a_run_without_logger_or_checkpoints_ends_cleanly(tiny_bert_dir, ud_dir,
     refusing to start, and the run writes no checkpoint."""
     data = _slice(ud_dir, tmp_path, 20)
     cli = train.main([
-        "fit", "--trainer.max_steps", "2", "--model.encoder", str(tiny_bert_dir), "--model.arc_size", "32",
-        "--model.label_size", "16", "--data.train", str(data), "--data.dev", str(data), "--data.batch_tokens", "300",
+        "fit", "--trainer.max_steps", "2", "--model.encoder", str(tiny_bert_dir), "--model.heads.arc_size", "32",
+        "--model.heads.label_size", "16", "--data.train", str(data), "--data.dev", str(data), "--data.batch_tokens", "300",
         "--trainer.default_root_dir", str(tmp_path / "runs"), "--trainer.enable_progress_bar", "false",
         "--trainer.enable_model_summary", "false", "--trainer.logger", "false", "--trainer.enable_checkpointing", "false",
     ])
@@ -374,7 +378,7 @@ def test_callbacks_from_the_command_line_are_kept_with_the_progress_bar_on(tiny_
     """The defaults (progress bar on): a ``ModelCheckpoint`` added to ``fit`` writes its
     checkpoints, and ``predict`` with ``ConlluWriter`` writes its file, beside the defaults."""
     data = _slice(ud_dir, tmp_path, 20)
-    model = ["--model.encoder", str(tiny_bert_dir), "--model.arc_size", "32", "--model.label_size", "16"]
+    model = ["--model.encoder", str(tiny_bert_dir), "--model.heads.arc_size", "32", "--model.heads.label_size", "16"]
     every = tmp_path / "every"
     cli = train.main([
         "fit", *model, "--data.train", str(data), "--data.dev", str(data), "--data.batch_tokens", "300",
@@ -455,7 +459,7 @@ def test_partially_annotated_training_file_trains_with_data_partial(tiny_bert_di
     assert heads[:5] == [s.heads for s in read_conllu(whole)[:5]]
     assert 0 < kept < arcs and sum(h is not None for tree in heads[5:] for h in tree) == kept
     args = ["--objective", "likelihood", "--trainer.max_steps", "2", "--model.encoder", str(tiny_bert_dir),
-            "--model.arc_size", "32", "--model.label_size", "16", "--data.train", str(partial), "--data.dev", str(whole),
+            "--model.heads.arc_size", "32", "--model.heads.label_size", "16", "--data.train", str(partial), "--data.dev", str(whole),
             "--data.batch_tokens", "300", "--trainer.default_root_dir", str(tmp_path), "--trainer.enable_progress_bar",
             "false", "--trainer.enable_model_summary", "false"]
     with pytest.raises(ConlluError, match=rf"{partial}:\d+: missing HEAD"):

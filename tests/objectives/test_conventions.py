@@ -5,9 +5,10 @@ import torch
 
 from objectives import (
     IGNORE_INDEX,
+    ConfigurationError,
+    Schedule,
     UPOS_TAGS,
     arc_mask,
-    interpolate,
     linear_warmup_decay,
     word_mask,
 )
@@ -30,7 +31,23 @@ def test_linear_warmup_decay():
     assert [linear_warmup_decay(step, 0, 4) for step in (0, 3, 4)] == [1.0, 0.25, 0.0]
 
 
-@pytest.mark.parametrize("start, end", [(2.0, 0.0), (0.5, 1.5)])
-def test_interpolate(start, end):
-    values = [interpolate(start, end, step, 10) for step in (0, 5, 10, 20)]
-    assert values == [start, (start + end) / 2, end, end]
+def test_schedule_values():
+    assert [Schedule(0.1)(step) for step in (0, 100)] == [0.1, 0.1]
+    assert Schedule.of(0.5) == Schedule(0.5) and Schedule.of(Schedule(2.0, 3)) == Schedule(2.0, 3)
+    warm = Schedule(2.0, warmup=4)
+    assert [warm(step) for step in (0, 2, 4, 100)] == [0.0, 1.0, 2.0, 2.0]
+    to_end = Schedule(2.0, warmup=4, decay="linear")  # falls to 0 at the run's last step
+    assert [to_end(step, 12) for step in (0, 2, 4, 8, 12, 20)] == [0.0, 1.0, 2.0, 1.0, 0.0, 0.0]
+    anneal = Schedule(1.0, decay="linear", final=0.2, until=10)  # Risk's annealed temperature
+    assert [anneal(step, total_steps=1000) for step in (0, 5, 10, 50)] == pytest.approx([1.0, 0.6, 0.2, 0.2])
+    # a weight equals value * linear_warmup_decay, bit for bit (old runs' weights)
+    assert all(Schedule(0.1, 100, "linear")(s, 400) == 0.1 * linear_warmup_decay(s, 100, 400) for s in range(401))
+
+
+def test_schedule_refuses_bad_settings():
+    with pytest.raises(ConfigurationError, match="decay"):
+        Schedule(1.0, decay="cosine")
+    with pytest.raises(ConfigurationError, match="warmup"):
+        Schedule(1.0, warmup=10, decay="linear", until=5)
+    with pytest.raises(RuntimeError, match="run's length"):
+        Schedule(1.0, decay="linear")(3)

@@ -53,7 +53,8 @@ def worker(rank, port, folder):
             arcs = scores.arcs[rows, :n, :n].clone().requires_grad_()
             objective = GeneralizedExpectation(CONSTRAINTS, gradient=gradient, weighting="count")
             group = dist.new_group(list(range(WORLD))) if explicit_group else None
-            objective.setup(ObjectiveContext(stage="fit", multiroot=multiroot, tags=UPOS_VOCAB, process_group=group))
+            objective.setup(ObjectiveContext(stage="fit", multiroot=multiroot, tags=UPOS_VOCAB))
+            objective.process_group = group
             loss = objective(Scores(arcs), half)
             loss.backward()
             results.append((loss.detach(), arcs.grad))

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from objectives import baselines as bl
+from objectives.conventions import UPOS_TAGS
 from objectives.distribution import TreeCRF
 from objectives.entropy_regularizer import EntropyRegularizer
 from objectives.ge import Constraint, GeneralizedExpectation
@@ -13,8 +14,10 @@ from objectives.kl import Distillation
 from objectives.likelihood import Likelihood
 from objectives.objective import Scores
 from objectives.risk import Risk
+from objectives.schedule import Schedule
+from objectives.tagging import TagLikelihood
 
-from .oracle import make_batch, ready, sentences
+from .oracle import UPOS_VOCAB, make_batch, ready, sentences
 
 TREE_SETS = [False, True]
 LENGTHS = [4, 2, 3, 1]
@@ -113,19 +116,42 @@ def test_risk_matches_brute_force(labeled, multiroot):
 def test_annealed_risk_is_risk_minus_temperature_times_entropy(monkeypatch):
     scores, batch = make_batch(LENGTHS)
     risk, entropy = brute_risk(scores, batch, labeled=False, multiroot=False)
-    objective = Risk(temperature=2.0, final_temperature=0.0, anneal_steps=10)
+    objective = Risk(temperature=Schedule(2.0, decay="linear", final=0.0, until=10))
     assert [objective.temperature_at(step) for step in (0, 5, 10, 20)] == [2.0, 1.0, 0.0, 0.0]
     torch.testing.assert_close(objective(scores, batch, step=3), risk - 1.4 * entropy, **CLOSE)
+    to_the_end = ready(Risk(temperature=Schedule(2.0, decay="linear")), total_steps=20)  # the run's length from setup
+    assert to_the_end.temperature_at(5) == 1.5
     monkeypatch.setattr(TreeCRF, "entropy", lambda self: pytest.fail("entropy computed at T = 0"))
     torch.testing.assert_close(objective(scores, batch, step=10), risk, **CLOSE)  # T = 0: no entropy
     assert Risk(temperature=0.3).temperature_at(1000) == 0.3
 
 
 def test_risk_rejects_bad_schedules():
-    with pytest.raises(ValueError, match="anneal_steps"):
-        Risk(temperature=1.0, final_temperature=0.1)
     with pytest.raises(ValueError, match="non-negative"):
         Risk(temperature=-1.0)
+    with pytest.raises(ValueError, match="non-negative"):
+        Risk(temperature=Schedule(1.0, decay="linear", final=-0.5, until=10))
+
+
+# --------------------------------------------------------------------------- tagging
+
+
+def test_tag_likelihood_is_the_mean_nll_of_the_tagged_words():
+    scores, batch = make_batch(LENGTHS)
+    tags = torch.randn(*batch.upos.shape, len(UPOS_VOCAB), dtype=torch.float64, requires_grad=True)
+    upos = batch.upos.clone()
+    upos[0, 1] = UPOS_VOCAB.index("<unk>")  # an untagged word ("_") adds nothing
+    objective = ready(TagLikelihood())
+    value = objective(Scores(scores.arcs, tags=tags), type(batch)(batch.lengths, upos))
+    words = [(b, i) for b, n in enumerate(LENGTHS) for i in range(1, n + 1) if UPOS_VOCAB[upos[b, i]] in UPOS_TAGS]
+    expected = -sum(tags[b, i].log_softmax(-1)[upos[b, i]] for b, i in words) / len(words)
+    torch.testing.assert_close(value, expected)
+    (grad,) = torch.autograd.grad(value, tags)
+    torch.testing.assert_close(grad, torch.autograd.grad(expected, tags)[0])
+    untagged = type(batch)(batch.lengths, torch.full_like(upos, UPOS_VOCAB.index("<unk>")))
+    assert objective(Scores(scores.arcs, tags=tags), untagged).item() == 0.0  # 0, not NaN
+    with pytest.raises(ValueError, match="tag scores"):
+        objective(scores, batch)
 
 
 # --------------------------------------------------------------------------- entropy

@@ -17,6 +17,8 @@ from objectives.likelihood import Likelihood
 from parser.checkpoint import CheckpointError
 from parser.datamodule import DependencyDataModule
 from parser.model import Parser
+from parser.network import Heads
+from parser.terms import Term, TermSet
 
 REPO = Path(__file__).resolve().parents[2]
 SENTENCES = [["The", "dog", "barks", "."], ["Hi"]]
@@ -41,7 +43,7 @@ def trained_checkpoint(tiny_bert_dir, ud_dir, tmp_path) -> tuple[Path, Parser]:
     small = tmp_path / "small.conllu"
     small.write_text("\n\n".join(blocks) + "\n\n", encoding="utf-8")
     seed_everything(0)
-    model = Parser(encoder=str(encoder), arc_size=32, label_size=16, warmup_steps=1, supervised=Likelihood())
+    model = Parser(encoder=str(encoder), heads=Heads(32, 16), terms=[Term(Likelihood())], warmup_steps=1)
     data = DependencyDataModule(treebank=None, train=str(small), dev=str(small), batch_tokens=300)
     trainer = Trainer(max_steps=2, logger=False, enable_progress_bar=False, enable_model_summary=False,
                       enable_checkpointing=False, num_sanity_val_steps=0, limit_val_batches=0)
@@ -73,7 +75,7 @@ def test_saved_directory_loads_without_encoder_package(trained_checkpoint, tmp_p
     assert {p.name for p in directory.iterdir()} == {"parser.json", "model.safetensors", "encoder"}
     assert (directory / "encoder" / "config.json").is_file() and (directory / "encoder" / "tokenizer.json").is_file()
     config = json.loads((directory / "parser.json").read_text())
-    assert config["labels"] == model.label_vocab.itos and config["upos_tags"] == model.upos_vocab.itos
+    assert config["labels"] == model.network.label_vocab.itos and config["upos_tags"] == model.network.upos_vocab.itos
     assert _load_offline(directory, tmp_path) == [p.heads for p in model.parse(SENTENCES)]
     reloaded = Parser.load(directory)
     for name, value in model.state_dict().items():
@@ -119,7 +121,7 @@ def test_a_student_needs_its_teacher_only_to_fit(trained_checkpoint, ud_dir, tmp
     ckpt, _ = trained_checkpoint
     saved = Parser.load(ckpt)
     saved.hparams["teacher"] = str(tmp_path / "gone.ckpt")
-    saved.unsupervised = Distillation()
+    saved.terms = TermSet([Term(Distillation(), "unlabeled")])
     small = tmp_path / "dev.conllu"
     small.write_text("\n\n".join((ud_dir / "UD_English-EWT/en_ewt-ud-dev.conllu").read_text().split("\n\n")[:8]) + "\n\n")
     data = DependencyDataModule(treebank=None, train=str(small), dev=str(small), test=str(small), batch_tokens=300)
@@ -128,3 +130,14 @@ def test_a_student_needs_its_teacher_only_to_fit(trained_checkpoint, ud_dir, tmp
     assert "test/las" in trainer.test(saved, data)[0]
     with pytest.raises(FileNotFoundError, match="gone.ckpt"):
         Trainer(max_steps=1, logger=False, enable_progress_bar=False, enable_checkpointing=False).fit(saved, data)
+
+
+def test_a_checkpoint_of_an_earlier_version_is_refused_in_one_line(trained_checkpoint, tmp_path):
+    """Before the network had its own settings, hyperparameters were flat (``arc_size``,
+    ``freeze_encoder``, ...): such a file is refused with a line saying so, not a KeyError."""
+    ckpt, _ = trained_checkpoint
+    state = torch.load(ckpt, weights_only=False)
+    state["hyper_parameters"] = {"encoder": "all-MiniLM-L6-v2", "arc_size": 32, "labels": ["root"]}
+    torch.save(state, tmp_path / "old.ckpt")
+    with pytest.raises(ValueError, match="earlier treeexp"):
+        Parser.load(tmp_path / "old.ckpt")

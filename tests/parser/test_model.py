@@ -13,13 +13,19 @@ from objectives.entropy_regularizer import EntropyRegularizer
 from objectives.ge import GeneralizedExpectation, estimate_targets
 from objectives.kl import Distillation
 from objectives.likelihood import Likelihood
+from objectives.schedule import Schedule
+from objectives.tagging import TagLikelihood
 from parser.batch import collate
 from parser.crossing_margin import best, sweep
 from parser.datamodule import DependencyDataModule
 from parser.evaluate import evaluate, nonprojective_arcs
+from parser.decode import Decoding
 from parser.model import Parser
+from parser.network import EncoderOptions, Heads
 from parser.predict import ConlluWriter, predict
 from parser.sentences import read_conllu
+from parser.teacher import Teacher
+from parser.terms import Term
 
 EWT = "UD_English-EWT/en_ewt-ud-dev.conllu"
 
@@ -32,6 +38,11 @@ def small_treebank(ud_dir: Path, tmp_path: Path) -> Path:
     path = tmp_path / "small.conllu"
     path.write_text("\n\n".join(blocks) + "\n\n", encoding="utf-8")
     return path
+
+
+def tiny_parser(encoder_dir: Path, *terms: Term, heads: Heads = Heads(arc_size=32, label_size=16), **kwargs) -> Parser:
+    """A parser on the tiny BERT with small heads, trained with ``terms``."""
+    return Parser(encoder=str(encoder_dir), heads=heads, terms=list(terms), **kwargs)
 
 
 def _trainer(tmp_path: Path, steps: int) -> Trainer:
@@ -51,8 +62,7 @@ def test_fit_checkpoint_parse_round_trip(tiny_bert_dir, small_treebank, tmp_path
     seed_everything(0)
     data = DependencyDataModule(treebank=None, train=str(small_treebank), dev=str(small_treebank),
                                 test=str(small_treebank), batch_tokens=400)
-    model = Parser(encoder=str(tiny_bert_dir), arc_size=32, label_size=16, lr=5e-3, warmup_steps=2,
-                   supervised=Likelihood())
+    model = tiny_parser(tiny_bert_dir, Term(Likelihood()), lr=5e-3, warmup_steps=2)
     trainer = _trainer(tmp_path, steps=12)
     trainer.fit(model, data)
     assert "val/uas" in trainer.callback_metrics and "val/las" in trainer.callback_metrics
@@ -62,7 +72,7 @@ def test_fit_checkpoint_parse_round_trip(tiny_bert_dir, small_treebank, tmp_path
     ckpt = tmp_path / "model.ckpt"
     trainer.save_checkpoint(ckpt)
     loaded = Parser.load(ckpt)
-    assert loaded.label_vocab.itos == model.label_vocab.itos
+    assert loaded.network.label_vocab.itos == model.network.label_vocab.itos and not loaded.terms.terms
 
     parses = loaded.parse([["The", "dog", "barks", "."], ["Hi"]], marginals=True)
     assert [len(p.heads) for p in parses] == [4, 1]
@@ -91,13 +101,13 @@ def test_training_decreases_the_loss(tiny_bert_dir, small_treebank):
     seed_everything(0)
     data = DependencyDataModule(treebank=None, train=str(small_treebank), dev=str(small_treebank), batch_tokens=300)
     data.setup("fit")
-    model = Parser(encoder=str(tiny_bert_dir), arc_size=32, label_size=16, dropout=0.0,
-                   labels=data.label_vocab.itos, supervised=Likelihood())
+    model = tiny_parser(tiny_bert_dir, heads=Heads(32, 16, dropout=0.0), labels=data.label_vocab.itos)
+    likelihood = Likelihood()
     batch = next(iter(data.val_dataloader()))
     optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
     losses = []
     for _ in range(15):
-        loss = model.supervised(model(batch.words), batch)
+        loss = likelihood(model(batch.words), batch)
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
@@ -112,35 +122,38 @@ def test_ge_targets_come_from_the_labeled_sentences(tiny_bert_dir, small_treeban
     data = DependencyDataModule(treebank=None, train=str(small_treebank), dev=str(small_treebank),
                                 labeled_size=15, batch_tokens=300)
     ge = GeneralizedExpectation("tag_pairs", targets_from="labeled", min_count=3)
-    model = Parser(encoder=str(tiny_bert_dir), arc_size=32, label_size=16, unsupervised=ge)
+    model = tiny_parser(tiny_bert_dir, Term(ge, "unlabeled"))
     _trainer(tmp_path, steps=2).fit(model, data)
-    labeled = collate(data.train_sentences, model.upos_vocab, None)
+    labeled = collate(data.train_sentences, model.network.upos_vocab, None)
     assert len(data.train_sentences) == 15 and data.has_unlabeled
-    expected = estimate_targets(ge.constraints, labeled.heads, labeled.upos, labeled.lengths, model.upos_vocab.itos, 3)
+    expected = estimate_targets(ge.constraints, labeled.heads, labeled.upos, labeled.lengths, model.network.upos_vocab.itos, 3)
     assert expected.isfinite().any() and expected.isnan().any()
     torch.testing.assert_close(ge.targets, expected.float(), equal_nan=True)
-    assert math.isfinite(float(model.trainer.callback_metrics["train/unsupervised"]))
+    assert math.isfinite(float(model.trainer.callback_metrics["train/generalized_expectation"]))
 
 
-def test_unknown_lambda_schedule_is_refused():
-    with pytest.raises(ValueError, match="unsupervised_schedule must be"):
-        Parser(unsupervised_schedule="cosine")
+def test_bad_terms_are_refused():
+    with pytest.raises(ValueError, match="decay"):
+        Term(Likelihood(), weight=Schedule(1.0, decay="cosine"))
+    with pytest.raises(ValueError, match="'labeled' or 'unlabeled'"):
+        Parser(terms=[Term(Likelihood(), data="gold")])
 
 
-def test_lambda_decays_to_zero_over_the_run(tiny_bert_dir, small_treebank, tmp_path):
+def test_a_weight_decays_to_zero_over_the_run(tiny_bert_dir, small_treebank, tmp_path):
     seed_everything(0)
     data = DependencyDataModule(treebank=None, train=str(small_treebank), dev=str(small_treebank),
                                 labeled_size=15, batch_tokens=300)
     ge = GeneralizedExpectation("tag_pairs", targets_from="labeled", min_count=3)
-    model = Parser(encoder=str(tiny_bert_dir), arc_size=32, label_size=16, unsupervised=ge,
-                   unsupervised_weight=2.0, unsupervised_schedule="linear_decay")
+    model = tiny_parser(tiny_bert_dir, Term(Likelihood()), Term(ge, "unlabeled", Schedule(2.0, decay="linear"), "ge"))
     _trainer(tmp_path, steps=4).fit(model, data)
-    assert float(model.trainer.callback_metrics["train/lambda"]) == 0.5  # step 3 of 4: 2 * (4 - 3) / 4
+    metrics = model.trainer.callback_metrics
+    assert float(metrics["train/weight/ge"]) == 0.5  # step 3 of 4: 2 * (4 - 3) / 4
+    assert "train/weight/likelihood" not in metrics  # a constant weight is not logged
 
 
 def test_training_needs_a_finite_length(tiny_bert_dir, small_treebank, tmp_path):
     data = DependencyDataModule(treebank=None, train=str(small_treebank), dev=str(small_treebank), batch_tokens=300)
-    model = Parser(encoder=str(tiny_bert_dir), arc_size=32, label_size=16, supervised=Likelihood())
+    model = tiny_parser(tiny_bert_dir, Term(Likelihood()))
     endless = Trainer(max_steps=-1, max_epochs=-1, logger=False, enable_progress_bar=False,
                       enable_model_summary=False, default_root_dir=tmp_path)
     with pytest.raises(ValueError, match="finite length"):
@@ -148,10 +161,9 @@ def test_training_needs_a_finite_length(tiny_bert_dir, small_treebank, tmp_path)
 
 
 def test_a_parser_without_objectives_has_nothing_to_train(tiny_bert_dir, small_treebank, tmp_path):
-    """The model names no objective: given none (and no tagger), fit stops with one clear line."""
+    """The model names no objective: given no term, fit stops with one clear line."""
     data = DependencyDataModule(treebank=None, train=str(small_treebank), dev=str(small_treebank), batch_tokens=300)
-    model = Parser(encoder=str(tiny_bert_dir), arc_size=32, label_size=16)
-    assert model.supervised is None and model.unsupervised is None
+    model = tiny_parser(tiny_bert_dir)
     trainer = Trainer(max_steps=1, logger=False, enable_progress_bar=False, enable_model_summary=False,
                       default_root_dir=tmp_path)
     with pytest.raises(ValueError, match="nothing to train"):
@@ -164,7 +176,7 @@ def test_batches_arrive_tokenised_from_dataloader_workers(tiny_bert_dir, small_t
     data = DependencyDataModule(treebank=None, train=str(small_treebank), dev=str(small_treebank),
                                 batch_tokens=300, num_workers=1)
     data.setup("fit")
-    model = Parser(encoder=str(tiny_bert_dir), arc_size=32, label_size=16, labels=data.label_vocab.itos).eval()
+    model = tiny_parser(tiny_bert_dir, labels=data.label_vocab.itos).eval()
     _trainer(tmp_path, steps=1).validate(model, data)
     batch = next(iter(data.val_dataloader()))
     assert batch.subwords is not None
@@ -179,7 +191,7 @@ def test_skipped_unlabeled_lines_are_counted_in_the_log(tiny_bert_dir, small_tre
     unlabeled.write_text("\n\n".join(broken + blocks[6:]) + "\n\n", encoding="utf-8")
     data = DependencyDataModule(treebank=None, train=str(small_treebank), dev=str(small_treebank),
                                 unlabeled=str(unlabeled), batch_tokens=300)
-    model = Parser(encoder=str(tiny_bert_dir), arc_size=32, label_size=16, unsupervised=EntropyRegularizer())
+    model = tiny_parser(tiny_bert_dir, Term(EntropyRegularizer(), "unlabeled"))
     trainer = _trainer(tmp_path, steps=1)  # one pass of the stream reaches both bad lines (shuffle buffer > file)
     trainer.fit(model, data)
     assert trainer.callback_metrics["train/unlabeled_skipped"] == 2
@@ -187,17 +199,17 @@ def test_skipped_unlabeled_lines_are_counted_in_the_log(tiny_bert_dir, small_tre
 
 @pytest.mark.parametrize("multiroot", [False, True])
 def test_the_model_owns_the_tree_set_of_its_objectives(multiroot, tiny_bert_dir, small_treebank, tmp_path):
-    """``multiroot`` reaches training objectives (through ``setup``) as well as decoding."""
+    """The decoding's tree set reaches training objectives (through ``setup``)."""
     data = DependencyDataModule(treebank=None, train=str(small_treebank), dev=str(small_treebank), labeled_size=10,
                                 batch_tokens=300)
-    model = Parser(encoder=str(tiny_bert_dir), arc_size=32, label_size=16, multiroot=multiroot,
-                   supervised=Likelihood(), unsupervised=EntropyRegularizer())
+    terms = [Term(Likelihood()), Term(EntropyRegularizer(), "unlabeled")]
+    model = tiny_parser(tiny_bert_dir, *terms, decoding=Decoding(multiroot=multiroot))
     _trainer(tmp_path, steps=1).fit(model, data)
-    assert model.supervised.multiroot is multiroot and model.unsupervised.multiroot is multiroot
+    assert all(term.objective.multiroot is multiroot for term in terms)
 
 
 def test_tagger_learns_fills_upos_and_tags_raw_text_for_ge(tiny_bert_dir, small_treebank, tmp_path):
-    """``tagger_weight``: the tagging loss falls; predict fills UPOS only where the input has
+    """A tagging term: the tagging loss falls; predict fills UPOS only where the input has
     ``_`` and keeps every other column; GE runs on a plain-text corpus with predicted tags."""
     seed_everything(0)
     words = [s.words for s in read_conllu(small_treebank)]
@@ -206,12 +218,12 @@ def test_tagger_learns_fills_upos_and_tags_raw_text_for_ge(tiny_bert_dir, small_
     data = DependencyDataModule(treebank=None, train=str(small_treebank), dev=str(small_treebank),
                                 unlabeled=str(raw), batch_tokens=300)
     ge = GeneralizedExpectation("tag_pairs", targets_from="labeled", min_count=2)
-    model = Parser(encoder=str(tiny_bert_dir), arc_size=32, label_size=16, tagger_weight=1.0, lr=1e-2,
-                   unsupervised=ge, warmup_steps=1)
+    model = tiny_parser(tiny_bert_dir, Term(TagLikelihood()), Term(ge, "unlabeled"), lr=1e-2, warmup_steps=1)
+    assert model.network is None and model.heads.tagger  # a term needs tag scores: the network will have a tagger
     trainer = _trainer(tmp_path, steps=12)
     trainer.fit(model, data)
     metrics = trainer.callback_metrics
-    assert math.isfinite(float(metrics["train/unsupervised"])) and math.isfinite(float(metrics["train/tagger"]))
+    assert math.isfinite(float(metrics["train/generalized_expectation"])) and math.isfinite(float(metrics["train/tag_likelihood"]))
     assert 0 <= float(metrics["val/upos"]) <= 100
 
     ckpt = tmp_path / "tagger.ckpt"
@@ -256,14 +268,13 @@ def test_tagger_loss_decreases(tiny_bert_dir, small_treebank):
     seed_everything(0)
     data = DependencyDataModule(treebank=None, train=str(small_treebank), dev=str(small_treebank), batch_tokens=300)
     data.setup("fit")
-    model = Parser(encoder=str(tiny_bert_dir), arc_size=32, label_size=16, dropout=0.0, tagger_weight=1.0,
-                   labels=data.label_vocab.itos)
+    model = tiny_parser(tiny_bert_dir, heads=Heads(32, 16, dropout=0.0, tagger=True), labels=data.label_vocab.itos)
     batch = next(iter(data.val_dataloader()))
     optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
     losses = []
     for _ in range(15):
         logits = model(batch.words).tags
-        loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), model.tag_targets(batch.upos).flatten(), ignore_index=-100)
+        loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), model.network.tag_targets(batch.upos).flatten(), ignore_index=-100)
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
@@ -277,11 +288,10 @@ def test_a_teacher_from_another_treebank_distils_its_labels_by_name(tiny_bert_di
     sentences = read_conllu(small_treebank)[:4]
     labels = sorted({d for s in sentences for d in s.deprels})
     teacher_labels = [*reversed(labels[1:]), "goeswith"]  # another order, one label missing, one extra
-    student = Parser(encoder=str(tiny_bert_dir), arc_size=32, label_size=16, labels=labels)
-    teacher = Parser(encoder=str(tiny_bert_dir), arc_size=32, label_size=16, labels=teacher_labels).eval()
-    student._teacher = [teacher]
-    batch = collate(sentences, student.upos_vocab, student.label_vocab)
-    given = student.teacher_scores(batch)
+    student = tiny_parser(tiny_bert_dir, labels=labels)
+    teacher = tiny_parser(tiny_bert_dir, labels=teacher_labels).eval()
+    batch = collate(sentences, student.network.upos_vocab, student.network.label_vocab)
+    given = Teacher(teacher.network).scores(batch.words, labels, student.device)
     with torch.no_grad():
         own = teacher(batch.words).labels
     assert given.labels.shape[-1] == len(labels)
@@ -291,7 +301,7 @@ def test_a_teacher_from_another_treebank_distils_its_labels_by_name(tiny_bert_di
     loss = Distillation(labeled=True)(student(batch.words), batch, given)
     loss.backward()
     assert math.isfinite(float(loss))
-    assert all(torch.isfinite(p.grad).all() for p in student.scorer.parameters() if p.grad is not None)
+    assert all(torch.isfinite(p.grad).all() for p in student.network.scorer.parameters() if p.grad is not None)
 
 
 def test_ema_teacher_follows_the_student(tiny_bert_dir, small_treebank, tmp_path):
@@ -301,24 +311,21 @@ def test_ema_teacher_follows_the_student(tiny_bert_dir, small_treebank, tmp_path
     data = DependencyDataModule(treebank=None, train=str(small_treebank), dev=str(small_treebank), labeled_size=15,
                                 batch_tokens=300)
     data.setup("fit")
-    model = Parser(encoder=str(tiny_bert_dir), arc_size=32, label_size=16, unsupervised=Distillation(),
-                   teacher_ema=0.5, warmup_steps=1, lr=1e-2, labels=data.label_vocab.itos)
-    start = [p.detach().clone() for p in model.parameters()]
+    model = tiny_parser(tiny_bert_dir, Term(Distillation(), "unlabeled"), teacher_ema=0.5, warmup_steps=1, lr=1e-2,
+                        labels=data.label_vocab.itos)
+    start = [p.detach().clone() for p in model.network.parameters()]
     trainer = _trainer(tmp_path, steps=1)
     trainer.fit(model, data)
-    assert math.isfinite(float(trainer.callback_metrics["train/unsupervised"]))
-    teacher = dict(model._teacher[0].named_parameters())
+    assert math.isfinite(float(trainer.callback_metrics["train/distillation"]))
+    teacher = dict(model._teacher.network.named_parameters())
     moved = 0
-    for (name, student), initial in zip(model.named_parameters(), start):
-        if name.startswith(("encoder.", "scorer.")):
-            torch.testing.assert_close(teacher[name], 0.5 * initial + 0.5 * student.detach())
-            moved += not torch.equal(student, initial)
+    for (name, student), initial in zip(model.network.named_parameters(), start):
+        torch.testing.assert_close(teacher[name], 0.5 * initial + 0.5 * student.detach())
+        moved += not torch.equal(student, initial)
     assert moved > 0
 
-    both = Parser(encoder=str(tiny_bert_dir), arc_size=32, label_size=16, unsupervised=Distillation(),
-                  teacher=str(tmp_path / "t.ckpt"), teacher_ema=0.9)
     with pytest.raises(ValueError, match="not both"):
-        _trainer(tmp_path, steps=1).fit(both, data)
+        tiny_parser(tiny_bert_dir, Term(Distillation(), "unlabeled"), teacher=str(tmp_path / "t.ckpt"), teacher_ema=0.9)
 
 
 def test_character_vectors_and_word_dropout_train_save_and_load(tiny_bert_dir, small_treebank, tmp_path):
@@ -327,20 +334,20 @@ def test_character_vectors_and_word_dropout_train_save_and_load(tiny_bert_dir, s
     ``encoder_lr``, and a checkpoint rebuilds the same parser."""
     seed_everything(0)
     data = DependencyDataModule(treebank=None, train=str(small_treebank), dev=str(small_treebank), batch_tokens=400)
-    model = Parser(encoder=str(tiny_bert_dir), arc_size=32, label_size=16, characters=16, word_dropout=0.2,
-                   layer_mix=True, lstm_layers=1, lstm_size=8, freeze_encoder=1, lr=5e-3, encoder_lr=1e-4,
-                   warmup_steps=1, supervised=Likelihood())
+    options = EncoderOptions(characters=16, word_dropout=0.2, layer_mix=True, lstm_layers=1, lstm_size=8, freeze=1)
+    model = tiny_parser(tiny_bert_dir, Term(Likelihood()), encoder_options=options, lr=5e-3, encoder_lr=1e-4,
+                        warmup_steps=1)
     trainer = _trainer(tmp_path, steps=3)
     trainer.fit(model, data)
     scratch, transformer = trainer.optimizers[0].param_groups
     assert scratch["initial_lr"] == 5e-3 and transformer["initial_lr"] == 1e-4
     ids = {id(p) for p in scratch["params"]}
-    assert all(id(p) in ids for p in [*model.encoder.characters.parameters(), *model.encoder.lstm.parameters(),
-                                      model.encoder.mix_weights])
-    assert {id(p) for p in transformer["params"]} == {id(p) for p in model.encoder.model.encoder.layer[1:].parameters()}
+    encoder = model.network.encoder
+    assert all(id(p) in ids for p in [*encoder.characters.parameters(), *encoder.lstm.parameters(), encoder.mix_weights])
+    assert {id(p) for p in transformer["params"]} == {id(p) for p in encoder.model.encoder.layer[1:].parameters()}
     trainer.save_checkpoint(tmp_path / "chars.ckpt")
     loaded, words = Parser.load(tmp_path / "chars.ckpt"), [["Jàng", "na", "téere", "bi", "."]]
     model.eval()
     with torch.no_grad():
         torch.testing.assert_close(loaded(words).arcs, model(words).arcs)
-    assert loaded.encoder.hidden_size == 16 and loaded.encoder.word_dropout == 0.2
+    assert loaded.network.encoder.hidden_size == 16 and loaded.network.encoder.word_dropout == 0.2

@@ -10,8 +10,8 @@ import pytest
 
 from parser.plot import figure, find_logs, main, read_metrics
 
-COLUMNS = ["epoch", "lr-AdamW/pg1", "lr-AdamW/pg2", "step", "train/lambda", "train/loss",
-           "train/supervised", "train/unsupervised", "val/las", "val/uas"]
+COLUMNS = ["epoch", "lr-AdamW/pg1", "lr-AdamW/pg2", "step", "train/weight/ge", "train/loss", "train/likelihood",
+           "train/ge", "train/unlabeled_skipped", "val/las", "val/uas"]
 
 
 def _write_log(path: Path, steps: int = 8, unsupervised: bool = True) -> Path:
@@ -22,9 +22,9 @@ def _write_log(path: Path, steps: int = 8, unsupervised: bool = True) -> Path:
         writer.writeheader()
         for step in range(1, steps, 2):
             writer.writerow({"step": step, "lr-AdamW/pg1": 2e-3 * step / steps, "lr-AdamW/pg2": 5e-5 * step / steps})
-            row = {"epoch": 0, "step": step, "train/loss": 5.0 / step, "train/supervised": 4.0 / step}
+            row = {"epoch": 0, "step": step, "train/loss": 5.0 / step, "train/likelihood": 4.0 / step}
             if unsupervised:
-                row |= {"train/lambda": 0.1 * step / steps, "train/unsupervised": 1.0 / step}
+                row |= {"train/weight/ge": 0.1 * step / steps, "train/ge": 1.0 / step, "train/unlabeled_skipped": 0}
             writer.writerow(row)
             if step % 4 == 3:
                 writer.writerow({"epoch": 0, "step": step, "val/uas": 50 + step, "val/las": 40 + step})
@@ -37,7 +37,7 @@ def test_reads_each_metric_at_its_steps(tmp_path):
     assert curves["train/loss"][0] == [1, 3, 5, 7]
     assert "epoch" not in curves and "step" not in curves
     assert set(read_metrics(_write_log(tmp_path / "sup.csv", unsupervised=False))) == {
-        "lr-AdamW/pg1", "lr-AdamW/pg2", "train/loss", "train/supervised", "val/las", "val/uas"}
+        "lr-AdamW/pg1", "lr-AdamW/pg2", "train/loss", "train/likelihood", "val/las", "val/uas"}
 
 
 def test_finds_the_logs_of_a_run_directory_or_several(tmp_path):
@@ -55,9 +55,9 @@ def test_one_panel_per_metric(tmp_path):
     supervised = read_metrics(_write_log(tmp_path / "b.csv", unsupervised=False))
     fig = figure([("ge", run), ("supervised", supervised)])
     titles = [ax.get_title() for ax in fig.axes if ax.get_title()]
-    assert titles == ["training loss", "supervised loss", "unsupervised loss", "lambda (unsupervised weight)",
+    assert titles == ["training loss", "ge", "likelihood", "weight of ge",
                       "learning rate (lr-AdamW/pg1)", "learning rate (lr-AdamW/pg2)", "dev UAS", "dev LAS"]
-    assert [len(ax.lines) for ax in fig.axes[:8]] == [2, 2, 1, 1, 2, 2, 2, 2]
+    assert [len(ax.lines) for ax in fig.axes[:8]] == [2, 1, 2, 1, 2, 2, 2, 2]  # the skipped-line count is not drawn
 
 
 @pytest.mark.parametrize("suffix", [".png", ".svg", ".html"])
@@ -109,4 +109,4 @@ def test_a_curve_of_one_logged_step_is_drawn_as_a_visible_point(tmp_path):
                 one_step_panels += 1
             elif not ax.get_title().startswith("dev"):
                 assert line.get_marker() in (None, "None", "")  # longer curves stay lines
-    assert one_step_panels == len(run) == 6
+    assert one_step_panels == len(run) - 1 == 6  # every curve but the skipped-line count

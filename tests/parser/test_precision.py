@@ -20,6 +20,8 @@ from objectives.risk import Risk
 from parser.batch import collate
 from parser.datamodule import DependencyDataModule
 from parser.model import Parser
+from parser.network import Heads
+from parser.terms import Term
 from parser.sentences import read_conllu
 from parser.vocab import build_label_vocab
 
@@ -42,12 +44,12 @@ def setup(tiny_bert_dir, ud_dir):
     labels = build_label_vocab(sentences)
     torch.manual_seed(0)
     # eval mode: no dropout anywhere (the encoder has its own), so both steps see the same network
-    model = Parser(encoder=str(tiny_bert_dir), arc_size=32, label_size=16, labels=labels.itos).eval()
-    teacher = Parser(encoder=str(tiny_bert_dir), arc_size=32, label_size=16, labels=labels.itos).eval()
+    model = Parser(encoder=str(tiny_bert_dir), heads=Heads(32, 16), labels=labels.itos).eval()
+    teacher = Parser(encoder=str(tiny_bert_dir), heads=Heads(32, 16), labels=labels.itos).eval()
     for parser in (model, teacher):  # biaffine weights start at zero: uniform trees, zero entropy gradient
-        for biaffine in (parser.scorer.arc, parser.scorer.label):
+        for biaffine in (parser.network.scorer.arc, parser.network.scorer.label):
             torch.nn.init.normal_(biaffine.weight, std=0.3)
-    return model, teacher, collate(sentences, model.upos_vocab, model.label_vocab)
+    return model, teacher, collate(sentences, model.network.upos_vocab, model.network.label_vocab)
 
 
 def _step(model: Parser, objective, batch, teacher_scores, dtype: torch.dtype | None) -> tuple[float, torch.Tensor]:
@@ -65,7 +67,7 @@ def test_bf16_step_matches_float32(name, setup, device):
     model, teacher = model.to(device), teacher.to(device)
     batch = move_data_to_device(batch, device)
     objective = OBJECTIVES[name]().to(device)  # GE keeps its constraint indices in buffers
-    objective.setup(ObjectiveContext(stage="fit", tags=model.upos_vocab.itos, labels=model.label_vocab.itos,
+    objective.setup(ObjectiveContext(stage="fit", tags=model.network.upos_vocab.itos, labels=model.network.label_vocab.itos,
                                      labeled_batches=lambda: [batch]))
     with torch.no_grad():
         teacher_scores = teacher(batch.words) if objective.needs_teacher else None
@@ -82,7 +84,8 @@ def test_trainer_bf16_mixed_run_is_finite(tiny_bert_dir, ud_dir, tmp_path: Path)
     small.write_text("\n\n".join(blocks) + "\n\n", encoding="utf-8")
     seed_everything(0)
     data = DependencyDataModule(treebank=None, train=str(small), dev=str(small), labeled_size=10, batch_tokens=200)
-    model = Parser(encoder=str(tiny_bert_dir), arc_size=32, label_size=16, unsupervised=EntropyRegularizer(), warmup_steps=1)
+    model = Parser(encoder=str(tiny_bert_dir), heads=Heads(32, 16), terms=[Term(EntropyRegularizer(), "unlabeled")],
+                   warmup_steps=1)
     trainer = Trainer(max_steps=3, precision="bf16-mixed", logger=False, enable_progress_bar=False,
                       enable_model_summary=False, enable_checkpointing=False, limit_val_batches=2)
     trainer.fit(model, data)

@@ -15,9 +15,12 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 from objectives.entropy_regularizer import EntropyRegularizer
 from objectives.ge import GeneralizedExpectation
 from objectives.likelihood import Likelihood
+from objectives.schedule import Schedule
 from parser.callbacks import ResumeRandomState
 from parser.datamodule import DependencyDataModule
 from parser.model import Parser
+from parser.network import Heads
+from parser.terms import Term
 
 STEPS, EVERY = 9, 3  # validation and a checkpoint every 3 steps; an epoch of labeled batches is 5 or 6 steps
 
@@ -46,9 +49,9 @@ def _fit(tiny_bert_dir, treebank, root: Path, objective: str, ckpt_path: Path | 
     labeled_only = objective == "likelihood"
     data = DependencyDataModule(treebank=None, train=str(treebank), dev=str(treebank), seed=3,
                                 batch_tokens=300 if labeled_only else 120, labeled_size=None if labeled_only else 20)
-    model = Parser(encoder=str(tiny_bert_dir), arc_size=32, label_size=16, warmup_steps=2, supervised=Likelihood(),
-                   unsupervised=_objective(objective), unsupervised_weight=0.5, unsupervised_warmup=2,
-                   unsupervised_schedule="linear_decay")
+    unlabeled = _objective(objective)
+    terms = [Term(Likelihood())] + ([Term(unlabeled, "unlabeled", Schedule(0.5, warmup=2, decay="linear"))] if unlabeled else [])
+    model = Parser(encoder=str(tiny_bert_dir), heads=Heads(32, 16), terms=terms, warmup_steps=2)
     checkpoints = [
         ModelCheckpoint(dirpath=root, filename="{step}", every_n_train_steps=EVERY, save_top_k=-1),
         ModelCheckpoint(dirpath=root, filename="validated-{step}", monitor="val/las", mode="max", save_top_k=-1,
@@ -100,7 +103,7 @@ def test_resume_of_an_epoch_based_run_from_an_epoch_end_checkpoint_is_exact(tiny
     def fit(root: Path, ckpt_path: Path | None = None) -> Trainer:
         seed_everything(0)
         data = DependencyDataModule(treebank=None, train=str(treebank), dev=str(treebank), seed=3, batch_tokens=300)
-        model = Parser(encoder=str(tiny_bert_dir), arc_size=32, label_size=16, warmup_steps=2, supervised=Likelihood())
+        model = Parser(encoder=str(tiny_bert_dir), heads=Heads(32, 16), terms=[Term(Likelihood())], warmup_steps=2)
         every_epoch = ModelCheckpoint(dirpath=root, filename="{epoch}", save_top_k=-1, save_on_train_epoch_end=True)
         trainer = Trainer(max_epochs=3, logger=False, enable_progress_bar=False, enable_model_summary=False,
                           limit_val_batches=0, num_sanity_val_steps=0, callbacks=[every_epoch, ResumeRandomState()])

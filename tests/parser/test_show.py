@@ -9,7 +9,9 @@ import pytest
 import torch
 from matplotlib.colors import to_hex
 
-from parser.model import Parse, Parser
+from parser.model import Parser
+from parser.network import Heads
+from parser.parsing import Parse
 from parser.show import MAX_WORDS, draw, figure, main, nonprojective
 
 # "A hearing is scheduled on the issue today ." with "on the issue" attached to "hearing":
@@ -92,8 +94,8 @@ def test_long_sentences_are_drawn_wider_or_refused():
 def tiny_parser(tiny_bert_dir, tmp_path_factory) -> Path:
     """An untrained parser on the tiny BERT with random scores, saved with ``Parser.save``."""
     torch.manual_seed(0)
-    model = Parser(encoder=str(tiny_bert_dir), arc_size=32, label_size=16, labels=sorted(set(LABELS)))
-    for parameter in model.scorer.parameters():  # random, not zero, scores: marginals that differ
+    model = Parser(encoder=str(tiny_bert_dir), heads=Heads(32, 16), labels=sorted(set(LABELS)))
+    for parameter in model.network.scorer.parameters():  # random, not zero, scores: marginals that differ
         torch.nn.init.normal_(parameter, std=0.5)
     return model.save(tmp_path_factory.mktemp("show") / "tiny")
 

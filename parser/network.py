@@ -1,0 +1,121 @@
+"""The network: encoder, biaffine scorer and optional UPOS tagger, built once the labels are known."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import torch
+from torch import Tensor, nn
+from torch.nn import functional as F
+
+from objectives.conventions import IGNORE_INDEX
+from objectives.objective import Scores
+
+from .batch import Batch
+from .biaffine import BiaffineScorer
+from .encoder import Subwords, WordEncoder
+from .vocab import Vocab, build_upos_vocab
+
+
+@dataclass(frozen=True)
+class EncoderOptions:
+    """How the encoder makes word vectors (the arguments of :class:`~parser.encoder.WordEncoder`
+    beside the model's name).
+
+    Attributes:
+        pooling: a word's vector from its ``first`` subword or the ``mean`` of them.
+        max_length: subwords per transformer window, special tokens included (default:
+            the model's limit); longer sentences are read in overlapping windows.
+        stride: subwords shared by consecutive windows.
+        dropout: dropout on the word vectors.
+        freeze: keep the transformer fixed (train what is on top), or ``embeddings``: only
+            its subword embedding matrix (faster steps and ~3x less optimizer memory for a
+            multilingual encoder with a large vocabulary), or a number ``k``: its
+            embeddings and first ``k`` layers (no backward pass below).
+        layer_mix: word vectors from a learned scalar mix of all layers instead of the last.
+        characters: size of a character-level vector (a BiGRU over the word's bytes)
+            concatenated to each word vector; 0 for none.
+        word_dropout: in training, the probability of masking all of a word's subwords.
+        lstm_layers, lstm_size: bidirectional LSTM layers (``lstm_size`` per direction)
+            over the word vectors, as in Dozat & Manning (2017); 0 layers for none.
+    """
+
+    pooling: Literal["first", "mean"] = "first"
+    max_length: int | None = None
+    stride: int = 128
+    dropout: float = 0.0
+    freeze: bool | Literal["embeddings"] | int = False
+    layer_mix: bool = False
+    characters: int = 0
+    word_dropout: float = 0.0
+    lstm_layers: int = 0
+    lstm_size: int = 400
+
+
+@dataclass(frozen=True)
+class Heads:
+    """The heads on the word vectors: biaffine MLP sizes and dropout, and whether a UPOS
+    tagger (dropout + linear) scores tags too (it does whenever a training term needs tag
+    scores)."""
+
+    arc_size: int = 500
+    label_size: int = 100
+    dropout: float = 0.33
+    tagger: bool = False
+
+
+class Network(nn.Module):
+    """Sentences -> :class:`Scores`: arcs ``(B, N+1, N+1)``, labels ``(B, N+1, N+1, L)`` and,
+    with a tagger, UPOS logits ``(B, N+1, T)``.
+
+    ``encoder``: transformers model name or path; ``source``: a directory with the encoder's config and tokenizer files to build it from,
+    without pretrained weights (a checkpoint supplies them).
+    """
+
+    def __init__(self, encoder: str, options: EncoderOptions, heads: Heads, labels: Sequence[str],
+                 source: str | Path | None = None):
+        super().__init__()
+        self.label_vocab = Vocab(labels)
+        self.upos_vocab = build_upos_vocab()
+        self.encoder = WordEncoder(encoder, **dataclasses.asdict(options), source=source)
+        self.tagger = None
+        if heads.tagger:
+            self.tagger = nn.Sequential(nn.Dropout(heads.dropout), nn.Linear(self.encoder.hidden_size, len(self.upos_vocab)))
+        self.scorer = BiaffineScorer(self.encoder.hidden_size, len(labels), heads.arc_size, heads.label_size, heads.dropout)
+
+    def forward(self, words: list[list[str]], subwords: Subwords | None = None) -> Scores:
+        """Scores of a batch of word lists (``subwords``: already tokenised by the data pipeline)."""
+        vectors = self.encoder(words, subwords)
+        scores = self.scorer(vectors)
+        if self.tagger is not None:
+            scores.tags = self.tagger(vectors).float()
+        return scores
+
+    def parts(self) -> list[Tensor]:
+        """Every parameter and floating-point buffer, in a fixed order (a moving average's)."""
+        return [*self.parameters(), *(b for b in self.buffers() if b.is_floating_point())]
+
+    def tag_targets(self, upos: Tensor) -> Tensor:
+        """Gold UPOS ids for accuracy: ``<pad>`` and ``<unk>`` (``_``) become the ignore index."""
+        return upos.masked_fill(upos <= self.upos_vocab.unk_index, IGNORE_INDEX)
+
+    def best_tags(self, logits: Tensor) -> Tensor:
+        """The best real UPOS id of each word (never ``<pad>`` or ``<unk>``): ``(B, N+1, T)`` -> ``(B, N+1)``."""
+        first = self.upos_vocab.unk_index + 1
+        return logits[..., first:].argmax(-1) + first
+
+    def with_predicted_tags(self, batch: Batch, scores: Scores) -> Batch:
+        """``batch`` whose untagged words (``_``) carry the tagger's distribution: UPOS as
+        ``(B, N+1, T)`` probabilities, one-hot where a tag was given. Detached: terms that
+        read tags (GE) train the parser, not the tagger, which learns from gold tags."""
+        if scores.tags is None:
+            return batch
+        given = F.one_hot(batch.upos, len(self.upos_vocab)).to(scores.tags.dtype)
+        predicted = scores.tags.detach().clone()
+        predicted[..., : self.upos_vocab.unk_index + 1] = float("-inf")  # never <pad> or <unk>
+        unknown = (batch.upos == self.upos_vocab.unk_index).unsqueeze(-1)
+        return dataclasses.replace(batch, upos=torch.where(unknown, predicted.softmax(-1), given))

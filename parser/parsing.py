@@ -1,0 +1,66 @@
+"""Word lists in, parses out: a network's scores decoded into trees, tags and marginals."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from objectives.mtt import marginals as arc_marginals
+
+from .batch import Batch, collate
+from .decode import Decoding
+from .network import Network
+from .sentences import Sentence
+
+
+@dataclass
+class Parse:
+    """One parsed sentence: ``heads[i]``/``labels[i]``/``tags[i]`` for word i+1 (``tags``:
+    predicted UPOS, ``None`` without a tagger); ``marginals`` ``(n+1, n+1)``."""
+
+    words: list[str]
+    heads: list[int]
+    labels: list[str]
+    marginals: Tensor | None = None
+    tags: list[str] | None = None
+
+
+def parse_batch(network: Network, decoding: Decoding, batch: Batch, marginals: bool = False) -> list[Parse]:
+    """Each sentence of ``batch`` parsed by ``decoding`` (arc marginals on request)."""
+    scores = network(batch.words, batch.subwords)
+    lengths = batch.lengths.to(scores.arcs.device)
+    heads, labels = decoding(scores.arcs, scores.labels, lengths)
+    mu = arc_marginals(scores.arcs, lengths, decoding.multiroot) if marginals else None
+    tags = None if scores.tags is None else network.best_tags(scores.tags).tolist()
+    label_names, tag_names = network.label_vocab.itos, network.upos_vocab.itos
+    return [Parse(words=list(batch.words[i]), heads=heads[i, 1 : n + 1].tolist(),
+                  labels=[label_names[l] for l in labels[i, 1 : n + 1].tolist()],
+                  marginals=None if mu is None else mu[i, : n + 1, : n + 1].cpu(),
+                  tags=None if tags is None else [tag_names[t] for t in tags[i][1 : n + 1]])
+            for i, n in enumerate(batch.lengths.tolist())]
+
+
+@torch.no_grad()
+def parse_words(network: Network, decoding: Decoding, sentences: Sequence[Sequence[str]], batch_size: int = 32,
+                marginals: bool = False) -> list[Parse]:
+    """Parse pre-tokenised sentences (each a list of words), in length-sorted batches, in
+    the order given. A string is refused, not split: ``text.split()`` it first."""
+    for sentence in [sentences] if isinstance(sentences, str) else sentences:
+        if isinstance(sentence, str) or not all(isinstance(word, str) for word in sentence):
+            raise TypeError(
+                "Parser.parse takes a list of sentences, each a list of words, e.g. "
+                f'[["The", "dog", "barks", "."]]; got {sentence!r}: tokenise it first (e.g. text.split())')
+        if not sentence:
+            raise ValueError("Parser.parse: an empty sentence has nothing to parse")
+    network.eval()
+    order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))  # similar lengths batch well
+    parses: list[Parse | None] = [None] * len(sentences)
+    for start in range(0, len(order), batch_size):
+        ids = order[start : start + batch_size]
+        chunk = [Sentence(list(sentences[i]), ["_"] * len(sentences[i]), None, None, None, "parse()") for i in ids]
+        for i, parse in zip(ids, parse_batch(network, decoding, collate(chunk, network.upos_vocab, None), marginals)):
+            parses[i] = parse
+    return parses
