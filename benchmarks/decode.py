@@ -1,4 +1,4 @@
-"""Decoding speed of `parser.decode.mst` (the batched torch decoder of
+"""Decoding speed of `parser.decoding.decode.mst` (the batched torch decoder of
 `objectives.arborescence`) against the NumPy decoder it replaced and two single-root baselines.
 
 Sentence lengths come from the UD English-EWT test set (`$UD_DIR`, default
@@ -29,9 +29,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from parser.decode import mst
+from parser.decoding.decode import mst
 from parser.model import Parser
-from parser.sentences import read_conllu
+from parser.data.sentences import read_conllu
 from tests.parser.numpy_mst import _find_cycle, _tree_weights, chu_liu_edmonds, numpy_mst
 
 REPO = Path(__file__).resolve().parents[1]

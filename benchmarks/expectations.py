@@ -55,7 +55,7 @@ from objectives import baselines as bl
 from objectives.conventions import arc_mask
 from objectives.expectations import covariance_with_arcs, entropy, expectation
 from objectives.mtt import log_partition_and_marginals
-from parser.sentences import read_conllu
+from parser.data.sentences import read_conllu
 
 REPO = Path(__file__).resolve().parents[1]
 UD_DIR = Path(os.environ.get("UD_DIR", REPO.parent / "shared" / "data" / "ud"))

@@ -38,7 +38,7 @@ import torch
 
 from benchmarks.ge_targets import REPO, UPOS_VOCAB, tree_tensors
 from objectives.ge import MIN_COUNT, estimate_targets, tag_pair_constraints
-from parser.sentences import Sentence, read_conllu, write_conllu
+from parser.data.sentences import Sentence, read_conllu, write_conllu
 
 CONSTRAINTS = tag_pair_constraints()
 DRAWS = 5

@@ -23,9 +23,9 @@ from pathlib import Path
 import torch
 
 from objectives.ge import Constraint, estimate_targets
-from parser.batch import collate
-from parser.sentences import Sentence, read_conllu
-from parser.vocab import build_upos_vocab
+from parser.data.batch import collate
+from parser.data.sentences import Sentence, read_conllu
+from parser.data.vocab import build_upos_vocab
 
 REPO = Path(__file__).resolve().parents[1]
 DEV_SETS = (

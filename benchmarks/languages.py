@@ -22,10 +22,10 @@ from pathlib import Path
 from transformers import AutoTokenizer
 
 from benchmarks.common import markdown_table
-from parser.datamodule import DependencyDataModule
+from parser.data.datamodule import DependencyDataModule
 from parser.evaluate import nonprojective_arcs
-from parser.pretrained import resolve_model_path
-from parser.sentences import read_conllu
+from parser.network.pretrained import resolve_model_path
+from parser.data.sentences import read_conllu
 
 TREEBANKS = ("UD_English-EWT", "UD_Wolof-WTB", "UD_Greek-GDT", "UD_Uyghur-UDT", "UD_Vietnamese-VTB")
 

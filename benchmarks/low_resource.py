@@ -36,10 +36,10 @@ from pathlib import Path
 import torch
 import yaml
 
-from parser.datamodule import DependencyDataModule
+from parser.data.datamodule import DependencyDataModule
 from parser.drawing import new_figure, save
 from parser.evaluate import evaluate
-from parser.sentences import read_conllu
+from parser.data.sentences import read_conllu
 
 ROOT = Path(__file__).resolve().parent.parent
 # objective of a row -> the shipped config that is its recipe (configs/<name>.yaml)

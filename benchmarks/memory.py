@@ -24,7 +24,7 @@ import torch
 import yaml
 
 from objectives.likelihood import Likelihood
-from parser.datamodule import DependencyDataModule
+from parser.data.datamodule import DependencyDataModule
 from parser.model import Parser
 
 

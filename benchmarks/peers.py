@@ -133,7 +133,7 @@ def write_first(source: Path, count: int, target: Path) -> list[str]:
 
 
 def treebank_file(split: str) -> Path:
-    from parser.datamodule import DependencyDataModule
+    from parser.data.datamodule import DependencyDataModule
 
     return DependencyDataModule(treebank=TREEBANK).path(split)
 

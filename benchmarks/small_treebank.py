@@ -32,12 +32,12 @@ import yaml
 
 from benchmarks.low_resource import ROOT, provenance, trains_tagger
 from parser.crossing_margin import best, sweep
-from parser.datamodule import DependencyDataModule
+from parser.data.datamodule import DependencyDataModule
 from parser.evaluate import crossings, evaluate
 from parser.model import Parser
 from parser.network import EncoderOptions
 from parser.predict import predict
-from parser.sentences import read_conllu
+from parser.data.sentences import read_conllu
 
 RECIPE = "configs/small_treebank.yaml"
 # an ingredient of the recipe -> the override that removes it

@@ -30,7 +30,7 @@ from pathlib import Path
 import torch
 from lightning.pytorch import Callback
 
-from parser.datamodule import DependencyDataModule
+from parser.data.datamodule import DependencyDataModule
 
 REPO = Path(__file__).resolve().parents[1]
 LAUNCHED = "TREEEXP_BENCH_LAUNCHED"  # time.time() when the driver started the run

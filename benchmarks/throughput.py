@@ -23,8 +23,8 @@ from lightning.fabric.utilities.apply_func import move_data_to_device
 
 from benchmarks.common import wait_for_device
 from objectives.likelihood import Likelihood
-from parser.datamodule import DependencyDataModule
-from parser.sentences import read_conllu
+from parser.data.datamodule import DependencyDataModule
+from parser.data.sentences import read_conllu
 from parser.model import Parser
 
 

@@ -37,13 +37,13 @@ from transformers.utils import logging as hf_logging
 
 from objectives.schedule import linear_warmup_decay
 
-from .batch import Batch
-from .callbacks import ResumeRandomState, ValidateAtEnd
-from .cli import run_reporting_errors
-from .datamodule import DependencyDataModule
-from .encoder import Subwords, SubwordTokenizer
-from .pretrained import resolve_model_path
-from .stream import Continuing, SentenceStream, Source
+from parser.data.batch import Batch
+from parser.training.callbacks import ResumeRandomState, ValidateAtEnd
+from parser.cli import run_reporting_errors
+from parser.data.datamodule import DependencyDataModule
+from parser.network.encoder import Subwords, SubwordTokenizer
+from parser.network.pretrained import resolve_model_path
+from parser.data.stream import Continuing, SentenceStream, Source
 
 MONITOR = "val/mlm_loss"
 

@@ -20,13 +20,13 @@ from dataclasses import dataclass
 
 import torch
 
-from .checkpoint import check_checkpoint_path
-from .cli import run_reporting_errors
-from .decode import crossing_gaps, mst_labels
-from .evaluate import nonprojective_arcs
-from .model import Parser
-from .sentences import Sentence, read_conllu
-from .vocab import universal_deprel
+from parser.training.checkpoint import check_checkpoint_path
+from parser.cli import run_reporting_errors
+from parser.decoding.decode import crossing_gaps, mst_labels
+from parser.evaluate import nonprojective_arcs
+from parser.model import Parser
+from parser.data.sentences import Sentence, read_conllu
+from parser.data.vocab import universal_deprel
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from .cli import debugging, run_reporting_errors
+from parser.cli import debugging, run_reporting_errors
 
 FORMATS = (".png", ".svg", ".html")
 T = TypeVar("T")

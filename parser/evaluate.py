@@ -17,9 +17,9 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .cli import run_reporting_errors
-from .sentences import ConlluError, Sentence, read_conllu
-from .vocab import universal_deprel
+from parser.cli import run_reporting_errors
+from parser.data.sentences import ConlluError, Sentence, read_conllu
+from parser.data.vocab import universal_deprel
 
 # As in conll18_ud_eval.py: everything but the functional relations
 # (aux case cc clf cop det mark), punct and non-UD labels.

@@ -17,22 +17,22 @@ from objectives.conventions import IGNORE_INDEX, ConfigurationError
 from objectives.objective import ObjectiveContext, Scores
 from objectives.schedule import Schedule
 
-from . import checkpoint as checkpoint_files
-from .batch import Batch
-from .decode import Decoding
-from .metrics import AttachmentScore, universal_index
-from .network import EncoderOptions, Heads, Network
-from .parsing import Parse, parse_batch, parse_words
-from .teacher import Teacher
-from .terms import Term, TermSet
+from parser.training import checkpoint as checkpoint_files
+from parser.data.batch import Batch
+from parser.decoding.decode import Decoding
+from parser.training.metrics import AttachmentScore, universal_index
+from parser.network import EncoderOptions, Heads, Network
+from parser.decoding.parsing import Parse, parse_batch, parse_words
+from parser.training.teacher import Teacher
+from parser.training.terms import Term, TermSet
 
 
 class Parser(LightningModule):
     """Graph-based dependency parser: a :class:`~parser.network.Network` trained with
-    :class:`~parser.terms.Term` s.
+    :class:`~parser.training.terms.Term` s.
 
     Args:
-        encoder: transformers model name or path (see ``parser.pretrained.resolve_model_path``).
+        encoder: transformers model name or path (see ``parser.network.pretrained.resolve_model_path``).
         encoder_options: how the encoder makes word vectors (:class:`~parser.network.EncoderOptions`).
         heads: biaffine sizes and dropout, and the UPOS tagger (built whenever a term needs
             tag scores; :class:`~parser.network.Heads`).
@@ -42,7 +42,7 @@ class Parser(LightningModule):
             read (distillation); frozen and not saved in this model's checkpoints.
         teacher_ema: instead, a teacher that is the moving average of this parser's weights
             with this decay (self-distillation that needs no other labeled data).
-        decoding: trees from scores (:class:`~parser.decode.Decoding`: tree set, projective,
+        decoding: trees from scores (:class:`~parser.decoding.decode.Decoding`: tree set, projective,
             crossing margin); its tree set (``multiroot``) is every term's too.
         lr, encoder_lr, weight_decay, warmup_steps: AdamW with linear warm-up then linear
             decay to 0 over the run (the transformer at ``encoder_lr``, the rest at ``lr``).
@@ -202,7 +202,7 @@ class Parser(LightningModule):
 
     def parse(self, sentences: list[list[str]], batch_size: int = 32, marginals: bool = False) -> list[Parse]:
         """Parse pre-tokenised sentences (each a list of words): heads, labels, with a
-        tagger UPOS and, on request, arc marginals (:func:`~parser.parsing.parse_words`)."""
+        tagger UPOS and, on request, arc marginals (:func:`~parser.decoding.parsing.parse_words`)."""
         self.eval()
         return parse_words(self.network, self.decoding, sentences, batch_size, marginals)
 

@@ -18,7 +18,7 @@ import math
 import re
 from pathlib import Path
 
-from .drawing import DrawingError, check_output, new_figure, report_errors, save
+from parser.drawing import DrawingError, check_output, new_figure, report_errors, save
 
 # plotted in this order; a name ending in / or - stands for every metric under it
 METRICS = ("train/loss", "train/", "train/weight/", "lr-", "val/uas", "val/las")

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .drawing import DrawingError, check_output, new_figure, report_errors, save
+from parser.drawing import DrawingError, check_output, new_figure, report_errors, save
 
 MAX_WORDS = 120  # beyond this the figure is too large to read; refuse rather than draw
 CHAR = 0.085  # inches per tree data unit: about one character of the 10 pt word font
@@ -221,7 +221,7 @@ def figure(words: Sequence[str], heads: Sequence[int], labels: Sequence[str] | N
 
 
 def draw(parse, path: str | Path | None = None, gold_heads: Sequence[int] | None = None, title: str | None = None):
-    """Draw a :class:`parser.parsing.Parse` (or anything with ``words``, ``heads``, ``labels``,
+    """Draw a :class:`parser.decoding.parsing.Parse` (or anything with ``words``, ``heads``, ``labels``,
     ``marginals``); saved to ``path`` by its extension when given. Returns the Figure."""
     fig = figure(parse.words, parse.heads, parse.labels, parse.marginals, gold_heads, title)
     if path is not None:
@@ -255,7 +255,7 @@ def show(checkpoint: str, output: str, sentence: str | None = None, conllu: str 
     """Parse ``sentence`` (words separated by spaces), or sentence ``index`` of the file
     ``conllu`` with its tree as gold, and draw it to ``output``; returns the words."""
     # imported here: drawing alone needs neither transformers nor Lightning
-    from .model import Parser
+    from parser.model import Parser
 
     check_output(output)
     gold = None
@@ -274,7 +274,7 @@ def show(checkpoint: str, output: str, sentence: str | None = None, conllu: str 
 
 def _conllu_sentence(path: str, index: int) -> tuple[list[str], tuple[list[int], list[str]] | None, str]:
     """Words, gold (heads, labels) if every word has a HEAD, and a title for sentence ``index``."""
-    from .sentences import read_conllu
+    from parser.data.sentences import read_conllu
 
     sentences = read_conllu(path, trees=False)
     if not 0 <= index < len(sentences):

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import train
-from parser.sentences import read_conllu
+from parser.data.sentences import read_conllu
 
 REPO = Path(train.__file__).resolve().parent
 

@@ -6,7 +6,7 @@ import torch
 from benchmarks import ge_shift
 from benchmarks.ge_targets import UPOS_VOCAB, tree_tensors
 from objectives.ge import estimate_targets
-from parser.sentences import read_conllu
+from parser.data.sentences import read_conllu
 
 
 @pytest.fixture(scope="module")

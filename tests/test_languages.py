@@ -1,7 +1,7 @@
 """benchmarks.languages: the counts of its table come from the treebank's own files."""
 
 from benchmarks import languages
-from parser.sentences import read_conllu
+from parser.data.sentences import read_conllu
 
 
 def test_a_row_counts_the_unlabeled_rest_and_the_test_vocabulary(ud_dir):

@@ -13,7 +13,7 @@ import train
 from objectives.schedule import Schedule
 from parser.evaluate import evaluate
 from parser.predict import predict
-from parser.sentences import ConlluError, read_conllu
+from parser.data.sentences import ConlluError, read_conllu
 
 
 def test_objective_short_form_expands_to_its_config():

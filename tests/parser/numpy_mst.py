@@ -1,4 +1,4 @@
-"""The NumPy decoder `parser.decode.mst` ran until 2026-11-25, kept as the oracle of the
+"""The NumPy decoder `parser.decoding.decode.mst` ran until 2026-11-25, kept as the oracle of the
 batched torch decoder (`objectives.arborescence`) in tests and as the baseline of
 `benchmarks.decode`: a batched greedy fast path, then one Chu-Liu-Edmonds per remaining
 sentence on the host (numpy, float64), with the exact single-root swap of Gabow & Tarjan
@@ -18,7 +18,7 @@ from objectives.conventions import arc_mask, word_mask
 
 def numpy_mst(scores: Tensor, lengths: Tensor, multiroot: bool = False) -> Tensor:
     """The former NumPy decoder (greedy fast path + Chu-Liu-Edmonds with the single-root swap):
-    the contract of :func:`parser.decode.mst` without ``projective``; the oracle of its tests."""
+    the contract of :func:`parser.decoding.decode.mst` without ``projective``; the oracle of its tests."""
     size = scores.shape[-1]
     lengths = lengths.to(scores.device)
     arcs = arc_mask(lengths, size - 1)

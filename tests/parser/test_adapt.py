@@ -11,8 +11,8 @@ from lightning.pytorch import Trainer, seed_everything
 from lightning.pytorch.callbacks import ModelCheckpoint
 
 from parser.adapt import MaskedLanguageModel, TextDataModule, main
-from parser.callbacks import ResumeRandomState
-from parser.encoder import WordEncoder
+from parser.training.callbacks import ResumeRandomState
+from parser.network.encoder import WordEncoder
 
 STEPS, SAVED_AT = 6, 3
 

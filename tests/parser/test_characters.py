@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from parser.characters import CharacterEncoder
+from parser.network.characters import CharacterEncoder
 
 
 @pytest.fixture

@@ -14,11 +14,11 @@ import torch
 from lightning.pytorch import Trainer, seed_everything
 
 from objectives.likelihood import Likelihood
-from parser.checkpoint import CheckpointError
-from parser.datamodule import DependencyDataModule
+from parser.training.checkpoint import CheckpointError
+from parser.data.datamodule import DependencyDataModule
 from parser.model import Parser
 from parser.network import Heads
-from parser.terms import Term, TermSet
+from parser.training.terms import Term, TermSet
 
 REPO = Path(__file__).resolve().parents[2]
 SENTENCES = [["The", "dog", "barks", "."], ["Hi"]]

@@ -15,11 +15,11 @@ from lightning.fabric.utilities.apply_func import move_data_to_device
 from lightning.pytorch.utilities import CombinedLoader
 
 from parser import fetch
-from parser.batch import Batch, collate
-from parser.datamodule import DependencyDataModule, expand_files
-from parser.sentences import ConlluError, has_upos, read_conllu, read_sentences, read_text, write_conllu
-from parser.stream import Source
-from parser.vocab import Vocab, build_label_vocab, build_upos_vocab, reindex_labels
+from parser.data.batch import Batch, collate
+from parser.data.datamodule import DependencyDataModule, expand_files
+from parser.data.sentences import ConlluError, has_upos, read_conllu, read_sentences, read_text, write_conllu
+from parser.data.stream import Source
+from parser.data.vocab import Vocab, build_label_vocab, build_upos_vocab, reindex_labels
 
 FIXTURES = Path(__file__).parent / "fixtures"
 MWT = FIXTURES / "mwt_empty.conllu"

@@ -1,4 +1,4 @@
-"""Tests for parser.decode: exact maximum spanning arborescences."""
+"""Tests for parser.decoding.decode: exact maximum spanning arborescences."""
 
 import itertools
 from functools import cache
@@ -10,7 +10,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from parser.decode import eisner, mst, mst_labels
+from parser.decoding.decode import eisner, mst, mst_labels
 from tests.parser.numpy_mst import chu_liu_edmonds, numpy_mst
 from parser.evaluate import nonprojective_arcs
 
@@ -406,7 +406,7 @@ def test_projective_mst_decodes_every_sentence_of_a_batch():
 def test_crossing_margin_chooses_between_the_best_spanning_and_projective_trees():
     """Margin 0 decodes as MST, an infinite one as Eisner; in between, a sentence keeps its
     spanning tree exactly where it outscores its projective tree by more than the margin."""
-    from parser.decode import crossing_gaps, mst_with_margin, tree_scores
+    from parser.decoding.decode import crossing_gaps, mst_with_margin, tree_scores
 
     generator = torch.Generator().manual_seed(3)
     scores = torch.randn(40, 9, 9, generator=generator, dtype=torch.float64) * 3
@@ -433,7 +433,7 @@ def test_decoding_is_one_value_for_every_route():
     import dataclasses
 
     from objectives.conventions import ConfigurationError
-    from parser.decode import Decoding, mst_with_margin
+    from parser.decoding.decode import Decoding, mst_with_margin
 
     generator = torch.Generator().manual_seed(3)
     arcs, labels = torch.randn(4, 8, 8, generator=generator), torch.randn(4, 8, 8, 5, generator=generator)

@@ -6,9 +6,9 @@ import torch
 from tokenizers import normalizers
 from transformers import AutoTokenizer, BertModel
 
-from parser.pretrained import e5
-from parser.encoder import WordEncoder
-from parser.pretrained import resolve_model_path
+from parser.network.pretrained import e5
+from parser.network.encoder import WordEncoder
+from parser.network.pretrained import resolve_model_path
 
 SENTENCES = {
     "Latin": "The quick brown fox jumps over the lazy dog near the riverbank.",

@@ -5,8 +5,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from parser.encoder import WordEncoder
-from parser.pretrained import E5_NAMES, MINILM_NAMES, resolve_model_path
+from parser.network.encoder import WordEncoder
+from parser.network.pretrained import E5_NAMES, MINILM_NAMES, resolve_model_path
 
 SHORT = ["The", "parser", "reads", "unbelievably", "tokenizable", "words", "."]
 LONG = [
@@ -153,7 +153,7 @@ def test_resolve_model_path(monkeypatch, tmp_path):
         path = Path(resolve_model_path(name))
         files = ("config.json", "tokenizer.json", "model.safetensors")
         assert all((path / f).is_file() for f in files)
-    monkeypatch.setattr("parser.pretrained.e5.model_dir", lambda: tmp_path)
+    monkeypatch.setattr("parser.network.pretrained.e5.model_dir", lambda: tmp_path)
     assert all(resolve_model_path(name) == str(tmp_path) for name in E5_NAMES)
     assert resolve_model_path("bert-base-cased") == "bert-base-cased"
     assert resolve_model_path("/some/local/dir") == "/some/local/dir"

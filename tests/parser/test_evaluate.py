@@ -3,7 +3,7 @@ from pathlib import Path
 import pytest
 
 from parser.evaluate import crossings, evaluate, main, nonprojective_arcs, scores
-from parser.sentences import read_conllu
+from parser.data.sentences import read_conllu
 
 MWT = Path(__file__).parent / "fixtures" / "mwt_empty.conllu"
 

@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from parser.metrics import AttachmentScore, universal_index
+from parser.training.metrics import AttachmentScore, universal_index
 
 LABELS = ["nmod", "nmod:poss", "obj", "root", "acl:relcl"]
 

@@ -15,17 +15,17 @@ from objectives.kl import Distillation
 from objectives.likelihood import Likelihood
 from objectives.schedule import Schedule
 from objectives.tagging import TagLikelihood
-from parser.batch import collate
+from parser.data.batch import collate
 from parser.crossing_margin import best, sweep
-from parser.datamodule import DependencyDataModule
+from parser.data.datamodule import DependencyDataModule
 from parser.evaluate import evaluate, nonprojective_arcs
-from parser.decode import Decoding
+from parser.decoding.decode import Decoding
 from parser.model import Parser
 from parser.network import EncoderOptions, Heads
 from parser.predict import ConlluWriter, predict
-from parser.sentences import read_conllu
-from parser.teacher import Teacher
-from parser.terms import Term
+from parser.data.sentences import read_conllu
+from parser.training.teacher import Teacher
+from parser.training.terms import Term
 
 EWT = "UD_English-EWT/en_ewt-ud-dev.conllu"
 

@@ -17,13 +17,13 @@ from objectives.kl import Distillation
 from objectives.likelihood import Likelihood
 from objectives.objective import ObjectiveContext
 from objectives.risk import Risk
-from parser.batch import collate
-from parser.datamodule import DependencyDataModule
+from parser.data.batch import collate
+from parser.data.datamodule import DependencyDataModule
 from parser.model import Parser
 from parser.network import Heads
-from parser.terms import Term
-from parser.sentences import read_conllu
-from parser.vocab import build_label_vocab
+from parser.training.terms import Term
+from parser.data.sentences import read_conllu
+from parser.data.vocab import build_label_vocab
 
 # bf16 keeps 8 bits of mantissa in the encoder; the scorer and the engine run in float32/64.
 LOSS_RTOL = 1e-2

@@ -16,11 +16,11 @@ from objectives.entropy_regularizer import EntropyRegularizer
 from objectives.ge import GeneralizedExpectation
 from objectives.likelihood import Likelihood
 from objectives.schedule import Schedule
-from parser.callbacks import ResumeRandomState
-from parser.datamodule import DependencyDataModule
+from parser.training.callbacks import ResumeRandomState
+from parser.data.datamodule import DependencyDataModule
 from parser.model import Parser
 from parser.network import Heads
-from parser.terms import Term
+from parser.training.terms import Term
 
 STEPS, EVERY = 9, 3  # validation and a checkpoint every 3 steps; an epoch of labeled batches is 5 or 6 steps
 

@@ -4,7 +4,7 @@ order, per-epoch reshuffling and mid-epoch resume."""
 import pytest
 from torch.utils.data import DistributedSampler
 
-from parser.sampler import BucketBatchSampler, length_batches
+from parser.data.sampler import BucketBatchSampler, length_batches
 
 LENGTHS = [5, 40, 3, 17, 3, 8, 90, 12, 5, 5, 22, 1, 30, 2, 9, 14, 7, 6, 11, 4, 25, 3]
 

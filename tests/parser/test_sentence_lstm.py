@@ -1,8 +1,8 @@
 import pytest
 import torch
 
-from parser.encoder import WordEncoder
-from parser.sentence_lstm import SentenceLSTM
+from parser.network.encoder import WordEncoder
+from parser.network.sentence_lstm import SentenceLSTM
 
 
 def test_each_sentence_is_read_alone_root_first_and_padding_stays_zero():

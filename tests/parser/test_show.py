@@ -11,7 +11,7 @@ from matplotlib.colors import to_hex
 
 from parser.model import Parser
 from parser.network import Heads
-from parser.parsing import Parse
+from parser.decoding.parsing import Parse
 from parser.show import MAX_WORDS, draw, figure, main, nonprojective
 
 # "A hearing is scheduled on the issue today ." with "on the issue" attached to "hearing":

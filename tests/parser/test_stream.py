@@ -8,11 +8,11 @@ from types import SimpleNamespace
 import pytest
 from torchdata.stateful_dataloader import StatefulDataLoader
 
-import parser.sentences
-import parser.stream
-from parser.sentences import ConlluError
-from parser.stream import SentenceStream, Source
-from parser.vocab import build_upos_vocab
+import parser.data.sentences
+import parser.data.stream
+from parser.data.sentences import ConlluError
+from parser.data.stream import SentenceStream, Source
+from parser.data.vocab import build_upos_vocab
 
 UPOS = build_upos_vocab()
 
@@ -32,7 +32,7 @@ def one_pass(data, monkeypatch=None, worker=None):
     """The batches of the stream's first pass (as worker ``(id, num_workers)`` when given)."""
     if worker is not None:
         info = SimpleNamespace(id=worker[0], num_workers=worker[1])
-        monkeypatch.setattr(parser.stream, "get_worker_info", lambda: info)
+        monkeypatch.setattr(parser.data.stream, "get_worker_info", lambda: info)
     batches = []
     for batch in data:
         if data.state_dict()["pass"] > 0:
@@ -116,7 +116,7 @@ def test_loader_with_workers_resumes_with_the_next_batch(tmp_path):
 
 def test_malformed_lines_are_skipped_logged_and_counted(tmp_path, caplog):
     """Malformed sentences are skipped (and counted); blank lines of text are paragraph
-    breaks, read as ``parser.sentences`` reads them, not malformed."""
+    breaks, read as ``parser.data.sentences`` reads them, not malformed."""
     text = tmp_path / "a.txt"
     text.write_bytes(b"good one\n\nna\xefve line\n \nalso good\n")
     block = "1\tA\ta\tDET\t_\t_\t0\troot\t_\t_\n"
@@ -145,7 +145,7 @@ def test_a_shard_without_sentences_is_an_error_not_a_hang(tmp_path):
 def test_reading_is_lazy(tmp_path, monkeypatch):
     path = corpus(tmp_path / "big.txt", 20_000)
     read = []
-    monkeypatch.setattr(parser.sentences, "open_bytes", lambda name: CountingFile(name, read))
+    monkeypatch.setattr(parser.data.sentences, "open_bytes", lambda name: CountingFile(name, read))
     next(iter(stream([path], shuffle_buffer=100)))
     assert 0 < sum(read) < path.stat().st_size / 10
 

@@ -7,7 +7,7 @@ Reading keeps every column, comment, multiword token and empty node, so that
 ``read_conllu`` then ``write_conllu`` reproduces a UD file byte for byte; malformed input
 (bytes that are not UTF-8 included) raises :class:`ConlluError` naming file and line. A
 name ending in ``.gz`` is read through gzip. :func:`records` and :func:`parse_record` are
-the pieces the strict readers here and the lenient unlabeled stream (``parser.stream``)
+the pieces the strict readers here and the lenient unlabeled stream (``parser.data.stream``)
 share.
 """
 

@@ -10,7 +10,7 @@ from torchmetrics import Metric
 
 from objectives.conventions import IGNORE_INDEX, word_mask
 
-from .vocab import universal_deprel
+from parser.data.vocab import universal_deprel
 
 
 def universal_index(labels: Sequence[str]) -> list[int]:

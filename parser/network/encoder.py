@@ -14,9 +14,9 @@ from transformers.utils import logging as hf_logging
 
 from objectives.conventions import ConfigurationError
 
-from .characters import CharacterEncoder
-from .pretrained import resolve_model_path
-from .sentence_lstm import SentenceLSTM
+from parser.network.characters import CharacterEncoder
+from parser.network.pretrained import resolve_model_path
+from parser.network.sentence_lstm import SentenceLSTM
 
 
 def _load_backbone(path: str, weights: bool = True) -> nn.Module:

@@ -15,15 +15,15 @@ from torch.nn import functional as F
 from objectives.conventions import IGNORE_INDEX
 from objectives.objective import Scores
 
-from .batch import Batch
-from .biaffine import BiaffineScorer
-from .encoder import Subwords, WordEncoder
-from .vocab import Vocab, build_upos_vocab
+from parser.data.batch import Batch
+from parser.network.biaffine import BiaffineScorer
+from parser.network.encoder import Subwords, WordEncoder
+from parser.data.vocab import Vocab, build_upos_vocab
 
 
 @dataclass(frozen=True)
 class EncoderOptions:
-    """How the encoder makes word vectors (the arguments of :class:`~parser.encoder.WordEncoder`
+    """How the encoder makes word vectors (the arguments of :class:`~parser.network.encoder.WordEncoder`
     beside the model's name).
 
     Attributes:

@@ -10,10 +10,10 @@ from torch import Tensor
 
 from objectives.mtt import marginals as arc_marginals
 
-from .batch import Batch, collate
-from .decode import Decoding
-from .network import Network
-from .sentences import Sentence
+from parser.data.batch import Batch, collate
+from parser.decoding.decode import Decoding
+from parser.network import Network
+from parser.data.sentences import Sentence
 
 
 @dataclass

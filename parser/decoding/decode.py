@@ -22,7 +22,7 @@ from objectives.arborescence import best_labels as mst_labels
 from objectives.arborescence import maximum_arborescence, tree_scores
 from objectives.conventions import ConfigurationError, arc_mask
 
-from .evaluate import nonprojective_arcs
+from parser.evaluate import nonprojective_arcs
 
 
 def mst(scores: Tensor, lengths: Tensor, multiroot: bool = False, projective: bool = False) -> Tensor:

@@ -2,7 +2,7 @@
 
 Label vocabulary choice: it holds the full DEPRELs (e.g. ``nmod:poss``) of the labeled
 training sentences and has no ``<unk>`` entry; a DEPREL unseen in training maps to -100,
-the ignore index, so the loss skips it and ``parser.metrics.AttachmentScore`` counts it
+the ignore index, so the loss skips it and ``parser.training.metrics.AttachmentScore`` counts it
 as a LAS error.
 """
 
@@ -15,7 +15,7 @@ from torch import Tensor
 
 from objectives.conventions import IGNORE_INDEX, UPOS_TAGS
 
-from .sentences import Sentence
+from parser.data.sentences import Sentence
 
 
 class Vocab:

@@ -13,7 +13,7 @@ from objectives.conventions import ConfigurationError
 from objectives.objective import Objective, ObjectiveContext, Scores
 from objectives.schedule import Schedule
 
-from .batch import Batch
+from parser.data.batch import Batch
 
 
 @dataclass

@@ -16,10 +16,10 @@ from typing import Any, Literal
 
 from torch.utils.data import IterableDataset, get_worker_info
 
-from .batch import Batch, collate
-from .sampler import length_batches, replicas
-from .sentences import ConlluError, Record, Sentence, is_text, parse_record, records
-from .vocab import Vocab
+from parser.data.batch import Batch, collate
+from parser.data.sampler import length_batches, replicas
+from parser.data.sentences import ConlluError, Record, Sentence, is_text, parse_record, records
+from parser.data.vocab import Vocab
 
 log = logging.getLogger(__name__)
 MAX_LOGGED = 100  # skipped lines logged one by one per worker; later ones are only counted

