@@ -44,11 +44,13 @@ from parser.data.sentences import read_conllu
 ROOT = Path(__file__).resolve().parent.parent
 # objective of a row -> the shipped config that is its recipe (configs/<name>.yaml)
 RECIPES = {"supervised": "likelihood_low_resource", "entropy": "entropy", "ge": "ge", "kl": "distill",
-           "self_distill": "distill", "cross_treebank": "distill", "combined": "combined"}
+           "self_distill": "distill", "self_sample": "sample_distill", "cross_treebank": "distill", "combined": "combined"}
 # self_distill: KL from a teacher trained on the same K sentences (the supervised cell of the
 # same size and seed), then --rounds times with the last student as the next teacher; its
 # rows name the round as their variant ("round 1", "round 2"), and use no extra labeled data.
-DISTILLING = ("kl", "self_distill", "cross_treebank")  # the recipes that take a teacher
+# self_sample: the same rounds, the student trained on trees sampled from the teacher.
+SELF_TRAINING = ("self_distill", "self_sample")
+DISTILLING = ("kl", *SELF_TRAINING, "cross_treebank")  # the recipes that take a teacher
 # cross_treebank: KL from a teacher trained on all of another treebank (--teacher-treebank,
 # by configs/likelihood.yaml, once per output folder): domain adaptation with no labeled data
 # of the target beyond the K sentences; the teacher's sentences count as extra labeled.
@@ -349,6 +351,7 @@ _NAMES = {"constraints tag_pairs": "tag pairs", "targets_from labeled": "from la
           "penalty kl": "KL penalty", "weighting count": "count weighting",
           "unlabeled_tags drop": "predicted tags"}
 _COLORS = {"supervised": "0.35", "entropy": "C0", "ge": "C2", "kl": "C4", "combined": "C1", "self_distill": "C5",
+           "self_sample": "C7",
            "cross_treebank": "C6"}
 
 
@@ -464,8 +467,8 @@ def main() -> None:
         if args.partial_arcs is not None and (args.objectives != ["supervised"] or ALL in args.sizes
                                               or not 0 < args.partial_arcs < 1):
             cli.error("--partial-arcs takes a share in (0, 1), --objectives supervised and numeric --sizes")
-        if "self_distill" in args.objectives and "supervised" not in args.objectives:
-            cli.error("self_distill starts from the supervised cell: list supervised among --objectives")
+        if set(SELF_TRAINING) & set(args.objectives) and "supervised" not in args.objectives:
+            cli.error("self_distill and self_sample start from the supervised cell: list supervised among --objectives")
 
         def record(row: dict) -> None:
             with results.open("a") as file:
@@ -479,7 +482,7 @@ def main() -> None:
                     if objective == "cross_treebank":
                         teacher = other_treebank_teacher(args, record)
                         row, _, new = run_cell(objective, size, seed, args, str(teacher))
-                    elif objective != "self_distill":
+                    elif objective not in SELF_TRAINING:
                         row, best[objective], new = run_cell(objective, size, seed, args)
                     else:
                         teacher = best["supervised"]

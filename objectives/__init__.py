@@ -27,6 +27,7 @@ from .likelihood import Likelihood
 from .mtt import log_partition, marginals
 from .objective import Objective, ObjectiveContext, Scores
 from .risk import Risk
+from .sampled import SampledSelfTraining
 from .schedule import Schedule, linear_warmup_decay
 from .tagging import TagLikelihood
 
@@ -50,6 +51,7 @@ __all__ = [
     "EntropyRegularizer",
     "TagLikelihood",
     "Distillation",
+    "SampledSelfTraining",
     "GeneralizedExpectation",
     "Constraint",
     "load_constraints",

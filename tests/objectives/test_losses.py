@@ -14,6 +14,7 @@ from objectives.kl import Distillation
 from objectives.likelihood import Likelihood
 from objectives.objective import Scores
 from objectives.risk import Risk
+from objectives.sampled import SampledSelfTraining
 from objectives.schedule import Schedule
 from objectives.tagging import TagLikelihood
 
@@ -212,6 +213,57 @@ def test_distillation_detaches_the_teacher():
     teacher = student.arcs.clone().requires_grad_()
     Distillation()(Scores(student.arcs.clone().requires_grad_()), batch, Scores(teacher + 1.0)).backward()
     assert teacher.grad is None
+
+
+# --------------------------------------------------------------------------- self-training on sampled trees
+
+
+@pytest.mark.parametrize("multiroot", TREE_SETS)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_sampled_self_training_is_the_likelihood_of_the_teachers_samples(multiroot, dtype):
+    """With the random stream fixed, the loss and its gradient are those of Likelihood on
+    the labeled trees the teacher's distribution gives (padding included: LENGTHS)."""
+    student, batch = make_batch(LENGTHS, dtype=dtype)
+    teacher = make_batch(LENGTHS, seed=1, dtype=dtype)[0]
+    arcs = student.arcs.clone().requires_grad_()
+    torch.manual_seed(7)
+    loss = ready(SampledSelfTraining(samples=3), multiroot)(Scores(arcs, student.labels), batch, teacher)
+    (grad,) = torch.autograd.grad(loss, arcs)
+    torch.manual_seed(7)
+    labeled = teacher.arcs[..., None] + teacher.labels.log_softmax(-1)
+    heads, labels = TreeCRF(labeled, batch.lengths, multiroot).sample((3,))
+    likelihood = ready(Likelihood(), multiroot)
+    expected = torch.stack([likelihood(Scores(arcs, student.labels), type(batch)(batch.lengths, batch.upos, h, l))
+                            for h, l in zip(heads, labels)]).mean()
+    torch.testing.assert_close(loss, expected, rtol=0, atol=0)
+    torch.testing.assert_close(grad, torch.autograd.grad(expected, arcs)[0], rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("multiroot", TREE_SETS)
+def test_sampled_self_training_estimates_the_cross_entropy(multiroot):
+    """Over many samples the tree term averages to the exact per-word cross-entropy
+    H(teacher, student), by enumeration, within 4 standard errors of the estimate."""
+    student, batch = make_batch([3, 2], num_labels=None)
+    teacher = make_batch([3, 2], num_labels=None, seed=1)[0]
+    mean = variance = 0.0
+    for (*_, log_s), (*_, log_t) in zip(sentences(student, batch, multiroot), sentences(teacher, batch, multiroot)):
+        mean += -(log_t.exp() * log_s).sum()
+        variance += (log_t.exp() * log_s**2).sum() - (log_t.exp() * log_s).sum() ** 2
+    samples, words = 4000, 5
+    torch.manual_seed(0)
+    estimate = ready(SampledSelfTraining(samples), multiroot)(student, batch, teacher)
+    standard_error = (variance / samples).sqrt() / words
+    assert abs(estimate - mean / words) < 4 * standard_error
+    assert 4 * standard_error < 0.05 * mean / words  # the test can tell a wrong distribution apart
+
+
+def test_sampled_self_training_needs_a_teacher_and_a_sample():
+    assert SampledSelfTraining.needs_teacher and not SampledSelfTraining.needs_gold
+    with pytest.raises(ValueError, match="samples"):
+        SampledSelfTraining(samples=0)
+    scores, batch = make_batch(LENGTHS)
+    with pytest.raises(ValueError, match="teacher"):
+        SampledSelfTraining()(scores, batch)
 
 
 # --------------------------------------------------------------------------- every objective

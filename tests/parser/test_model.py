@@ -13,6 +13,7 @@ from objectives.entropy_regularizer import EntropyRegularizer
 from objectives.ge import GeneralizedExpectation, estimate_targets
 from objectives.kl import Distillation
 from objectives.likelihood import Likelihood
+from objectives.sampled import SampledSelfTraining
 from objectives.schedule import Schedule
 from objectives.tagging import TagLikelihood
 from parser.data.batch import collate
@@ -326,6 +327,18 @@ def test_ema_teacher_follows_the_student(tiny_bert_dir, small_treebank, tmp_path
 
     with pytest.raises(ValueError, match="not both"):
         tiny_parser(tiny_bert_dir, Term(Distillation(), "unlabeled"), teacher=str(tmp_path / "t.ckpt"), teacher_ema=0.9)
+
+
+def test_self_training_on_sampled_trees_trains_from_a_teacher(tiny_bert_dir, small_treebank, tmp_path):
+    """SampledSelfTraining as an unlabeled term: the teacher's scores reach it, it trains."""
+    seed_everything(0)
+    data = DependencyDataModule(treebank=None, train=str(small_treebank), dev=str(small_treebank), labeled_size=15,
+                                batch_tokens=300)
+    model = tiny_parser(tiny_bert_dir, Term(Likelihood()), Term(SampledSelfTraining(samples=2), "unlabeled"),
+                        teacher_ema=0.9, warmup_steps=1)
+    trainer = _trainer(tmp_path, steps=2)
+    trainer.fit(model, data)
+    assert math.isfinite(float(trainer.callback_metrics["train/sampled_self_training"]))
 
 
 def test_character_vectors_and_word_dropout_train_save_and_load(tiny_bert_dir, small_treebank, tmp_path):
