@@ -187,8 +187,7 @@ class DependencyDataModule(LightningDataModule):
             train = read_conllu(path, on_invalid=on_invalid, partial=self.partial)
             sources = [Source(f) for f in expand_files(self.unlabeled)] if self.unlabeled else []
             if self.labeled_size is not None and len(train) > self.labeled_size:
-                tail = int(train[self.labeled_size].source.rsplit(":", 1)[1])
-                sources.insert(0, Source(str(path), tail))
+                sources.insert(0, Source(str(path), train[self.labeled_size].line))
                 train = train[:self.labeled_size]
             self.train_sentences, self.unlabeled_sources = train, sources
             firsts = [source.first_sentence() for source in sources]

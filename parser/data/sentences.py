@@ -45,7 +45,8 @@ class Sentence:
     annotated sentence a head is None (HEAD ``_``) where unknown. ``tokenlist`` is
     the whole sentence as read, every column kept as its original string except ID
     (int, or a tuple for ``3-4`` / ``5.1``) and HEAD (int, None for ``_``), so that
-    ``write_conllu`` reproduces the input exactly. ``source`` is ``"path:LINE"``.
+    ``write_conllu`` reproduces the input exactly. ``path`` and ``line`` (its first line,
+    from 1) say where it was read; ``source`` is the two as ``"path:LINE"`` for messages.
     """
 
     words: list[str]
@@ -53,10 +54,15 @@ class Sentence:
     heads: list[int | None] | None
     deprels: list[str] | None
     tokenlist: conllu.TokenList
-    source: str
+    path: str
+    line: int
 
     def __len__(self) -> int:
         return len(self.words)
+
+    @property
+    def source(self) -> str:
+        return f"{self.path}:{self.line}"
 
 
 def read_conllu(path: str | os.PathLike, trees: bool = True,
@@ -184,7 +190,7 @@ def parse_record(path: str | os.PathLike, record: Record, text: bool, trees: boo
               for i, word in enumerate(words, 1)]
     comments = {"newpar": None} if record.new_paragraph else {}
     tokenlist = conllu.TokenList(tokens, conllu.Metadata(**comments, text=" ".join(words)))
-    return Sentence(words, ["_"] * len(words), None, None, tokenlist, f"{path}:{record.line}")
+    return Sentence(words, ["_"] * len(words), None, None, tokenlist, str(path), record.line)
 
 
 def _parse_block(path: str | os.PathLike, start: int, lines: list[str], trees: bool, partial: bool = False) -> Sentence:
@@ -236,7 +242,8 @@ def _parse_block(path: str | os.PathLike, start: int, lines: list[str], trees: b
         heads=[token["head"] for _, token in words] if trees else None,
         deprels=[token["deprel"] for _, token in words] if trees else None,
         tokenlist=conllu.TokenList(tokens, metadata),
-        source=f"{path}:{start}",
+        path=str(path),
+        line=start,
     )
 
 

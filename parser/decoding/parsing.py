@@ -60,7 +60,7 @@ def parse_words(network: Network, decoding: Decoding, sentences: Sequence[Sequen
     parses: list[Parse | None] = [None] * len(sentences)
     for start in range(0, len(order), batch_size):
         ids = order[start : start + batch_size]
-        chunk = [Sentence(list(sentences[i]), ["_"] * len(sentences[i]), None, None, None, "parse()") for i in ids]
+        chunk = [Sentence(list(sentences[i]), ["_"] * len(sentences[i]), None, None, None, "parse()", i + 1) for i in ids]
         for i, parse in zip(ids, parse_batch(network, decoding, collate(chunk, network.upos_vocab, None), marginals)):
             parses[i] = parse
     return parses

@@ -204,7 +204,7 @@ def test_blank_lines_of_text_separate_paragraphs(tmp_path):
     path.write_bytes(b"\na b\n\nc d e\r\n \t \n\n\nf\ng\n\n")
     sentences = read_text(path)
     assert [s.words for s in sentences] == [["a", "b"], ["c", "d", "e"], ["f"], ["g"]]
-    assert [s.source.rsplit(":", 1)[1] for s in sentences] == ["2", "4", "8", "9"]
+    assert [s.line for s in sentences] == [2, 4, 8, 9]
     assert ["newpar" in s.tokenlist.metadata for s in sentences] == [False, True, True, False]
     out = tmp_path / "parsed.conllu"
     write_conllu(sentences, out)
