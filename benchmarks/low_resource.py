@@ -44,12 +44,14 @@ from parser.data.sentences import read_conllu
 ROOT = Path(__file__).resolve().parent.parent
 # objective of a row -> the shipped config that is its recipe (configs/<name>.yaml)
 RECIPES = {"supervised": "likelihood_low_resource", "entropy": "entropy", "ge": "ge", "kl": "distill",
-           "self_distill": "distill", "self_sample": "sample_distill", "cross_treebank": "distill", "combined": "combined"}
+           "self_distill": "distill", "self_sample": "sample_distill", "self_ge": "ge_teacher",
+           "cross_treebank": "distill", "combined": "combined"}
 # self_distill: KL from a teacher trained on the same K sentences (the supervised cell of the
 # same size and seed), then --rounds times with the last student as the next teacher; its
 # rows name the round as their variant ("round 1", "round 2"), and use no extra labeled data.
-# self_sample: the same rounds, the student trained on trees sampled from the teacher.
-SELF_TRAINING = ("self_distill", "self_sample")
+# self_sample: the same rounds, the student trained on trees sampled from the teacher;
+# self_ge: GE whose targets are that teacher's expected rates on each unlabeled batch.
+SELF_TRAINING = ("self_distill", "self_sample", "self_ge")
 DISTILLING = ("kl", *SELF_TRAINING, "cross_treebank")  # the recipes that take a teacher
 # cross_treebank: KL from a teacher trained on all of another treebank (--teacher-treebank,
 # by configs/likelihood.yaml, once per output folder): domain adaptation with no labeled data
@@ -351,7 +353,7 @@ _NAMES = {"constraints tag_pairs": "tag pairs", "targets_from labeled": "from la
           "penalty kl": "KL penalty", "weighting count": "count weighting",
           "unlabeled_tags drop": "predicted tags"}
 _COLORS = {"supervised": "0.35", "entropy": "C0", "ge": "C2", "kl": "C4", "combined": "C1", "self_distill": "C5",
-           "self_sample": "C7",
+           "self_sample": "C7", "self_ge": "C8",
            "cross_treebank": "C6"}
 
 
@@ -468,7 +470,7 @@ def main() -> None:
                                               or not 0 < args.partial_arcs < 1):
             cli.error("--partial-arcs takes a share in (0, 1), --objectives supervised and numeric --sizes")
         if set(SELF_TRAINING) & set(args.objectives) and "supervised" not in args.objectives:
-            cli.error("self_distill and self_sample start from the supervised cell: list supervised among --objectives")
+            cli.error(f"{', '.join(SELF_TRAINING)} start from the supervised cell: list supervised among --objectives")
 
         def record(row: dict) -> None:
             with results.open("a") as file:

@@ -251,6 +251,12 @@ class GeneralizedExpectation(Objective):
     direction ``r``), from the same factorisation. Both compute in the scores' dtype (float32
     or float64) around the engine's float64 factorisation.
 
+    Targets from a teacher (``targets_from="teacher"``): each batch's targets are the
+    teacher's own expected rates on that batch, ``E_teacher[sum_e f_k(e)] / #child_k``
+    (its arc marginals with the same tags), so the student matches the teacher's attachment
+    statistics on the unlabeled text rather than rates measured on a labeled sample of
+    other text; a constraint set's rule targets are then not used.
+
     :meth:`setup` gives the tree set, the UPOS vocabulary of ``batch.upos`` (constraint tags
     are checked against it) and the labeled sample (``targets_from="labeled"``).
     Distributed training: the batch counts (expected arcs per constraint,
@@ -267,9 +273,11 @@ class GeneralizedExpectation(Objective):
             a YAML rules file, or ``"tag_pairs"`` (:func:`tag_pair_constraints`).
         penalty: ``"squared"``, ``"kl"`` or ``"one_sided"``.
         gradient: ``"reverse"`` or ``"t2"``.
-        targets_from: ``"rules"`` (the constraints' own targets) or ``"labeled"``: estimated
+        targets_from: ``"rules"`` (the constraints' own targets), ``"labeled"``: estimated
             by :meth:`fit_targets` from the gold trees of the labeled training sentences
-            (in :meth:`setup`, when training starts); rule targets are then ignored.
+            (in :meth:`setup`, when training starts), or ``"teacher"``: the teacher's
+            expected rates on each batch (the term then needs a teacher); rule targets are
+            then ignored.
         min_count: with ``"labeled"``, a constraint whose child tag has fewer words than
             this in the labeled sample is left out (default :data:`MIN_COUNT`).
         weighting: ``"uniform"`` (every constraint alike) or ``"count"`` (by child tag count).
@@ -289,7 +297,7 @@ class GeneralizedExpectation(Objective):
         constraints: str | Path | Sequence[Constraint | dict],
         penalty: Literal["squared", "kl", "one_sided"] = "squared",
         gradient: Literal["reverse", "t2"] = "reverse",
-        targets_from: Literal["rules", "labeled"] = "rules",
+        targets_from: Literal["rules", "labeled", "teacher"] = "rules",
         min_count: int = MIN_COUNT,
         weighting: Literal["uniform", "count"] = "uniform",
         coverage: float | None = None,
@@ -303,8 +311,8 @@ class GeneralizedExpectation(Objective):
         self.constraints = [c if isinstance(c, Constraint) else Constraint(**c) for c in constraints]
         if not self.constraints:
             raise ConfigurationError("GeneralizedExpectation needs at least one constraint")
-        if targets_from not in ("rules", "labeled"):
-            raise ConfigurationError(f"targets_from must be 'rules' or 'labeled', got {targets_from!r}")
+        if targets_from not in ("rules", "labeled", "teacher"):
+            raise ConfigurationError(f"targets_from must be 'rules', 'labeled' or 'teacher', got {targets_from!r}")
         if coverage is not None:
             if not 0 < coverage <= 1:
                 raise ConfigurationError(f"coverage must lie in (0, 1], got {coverage}")
@@ -327,6 +335,7 @@ class GeneralizedExpectation(Objective):
         self.weighting = weighting
         self.gradient = gradient
         self.targets_from = targets_from
+        self.needs_teacher = targets_from == "teacher" and coverage is None
         self.min_count = min_count
         self.coverage = coverage
         self.tolerance = tolerance
@@ -387,20 +396,35 @@ class GeneralizedExpectation(Objective):
             tags = tag_distributions(batch.upos, batch.lengths, self.num_tags, arcs.dtype)
             self._check_tags(tags)
             group = self._group()
+            targets = self.targets if not self.needs_teacher else self._teacher_rates(ids, teacher, batch, tags, group)
             if self.gradient == "reverse":
-                return self._loss(self._sum(group, self._statistics(ids, crf.marginals, tags)))
+                return self._loss(self._sum(group, self._statistics(ids, crf.marginals, tags)), targets)
             stats = self._statistics(ids, crf.marginals.detach(), tags)
             if group is not None:
                 dist.all_reduce(stats, group=group)
             with torch.enable_grad():  # the slope dPenalty/dE: autograd over K numbers
                 expected = stats[: len(ids.child)].detach().requires_grad_()
-                value = self._loss(torch.cat([expected, stats[len(ids.child) :]]))
+                value = self._loss(torch.cat([expected, stats[len(ids.child) :]]), targets)
                 (slope,) = torch.autograd.grad(value, expected)
             r = _arc_weights(ids, slope, tags)  # (B, N+1, N+1): sum_k dPenalty/dE_k f_k
             scale = 1 if group is None else dist.get_world_size(group)  # as the reverse route (see above)
             # the penalty's value, with the gradient of scale * E[r]: scale * Cov(r, 1_e)
             surrogate = scale * crf.expectation(r.unsqueeze(-1)).sum()
             return value.detach() + (surrogate - surrogate.detach())
+
+    def _teacher_rates(self, ids: _Ids, teacher: Scores | None, batch: TreeBatch, tags: Tensor, group) -> Tensor:
+        """The teacher's expected rate of each constraint on this batch ``(K,)`` (NaN where
+        the child tag does not occur), summed over ``group`` like the student's."""
+        if teacher is None:
+            raise ValueError("GeneralizedExpectation with targets_from='teacher' needs the teacher's scores")
+        with torch.no_grad():
+            mu = TreeCRF(full_precision(teacher.arcs).to(tags.dtype), batch.lengths, self.multiroot,
+                         validate_args=False).marginals
+            stats = self._statistics(ids, mu, tags)
+            if group is not None:
+                dist.all_reduce(stats, group=group)
+        k = len(ids.child)
+        return _rates(stats[:k], stats[k : 2 * k], 1)
 
     def _group(self):
         """The process group to sum batch counts over, or None for one process."""
@@ -425,17 +449,17 @@ class GeneralizedExpectation(Objective):
 
         return all_reduce(stats, group=group)
 
-    def _loss(self, stats: Tensor) -> Tensor:
-        """The penalty from the batch statistics of :meth:`_statistics`."""
+    def _loss(self, stats: Tensor, targets: Tensor) -> Tensor:
+        """The penalty from the batch statistics of :meth:`_statistics` and the targets ``(K,)``."""
         k = len(self.constraints)
         expected, counts, words = stats[:k], stats[k : 2 * k], stats[2 * k]
         if self.coverage is not None:  # the share of words whose arc some rule covers
             words = words.clamp_min(1).reshape(1)
             share = expected.sum() / words
             return self._penalty(share, share.new_ones(1), share.new_full((1,), self.coverage), words)
-        valid = (counts > 0) & self.targets.isfinite()
+        valid = (counts > 0) & targets.isfinite()
         counts_kept = torch.where(valid, counts, 1.0)
-        return self._penalty(expected / counts_kept, self._weights(counts, valid), self.targets, counts_kept)
+        return self._penalty(expected / counts_kept, self._weights(counts, valid), targets, counts_kept)
 
     def _weights(self, counts: Tensor, valid: Tensor) -> Tensor:
         """Each constraint's weight ``(K,)`` from its child tag's batch count ``(K,)``; 0 where not ``valid``."""
@@ -467,6 +491,6 @@ class GeneralizedExpectation(Objective):
         if not self._upos_checked:
             if not bool(tags[..., self.tagged_ids].sum() > 0):
                 raise ConfigurationError(NO_UPOS)
-            if self.coverage is None and bool(self.targets.isnan().all()):
+            if self.coverage is None and not self.needs_teacher and bool(self.targets.isnan().all()):
                 raise RuntimeError("GeneralizedExpectation has no targets: call fit_targets() on a labeled sample")
             self._upos_checked = True

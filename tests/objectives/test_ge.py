@@ -262,7 +262,7 @@ def test_untagged_batches_and_vocabularies_are_rejected():
 
 @pytest.mark.parametrize(
     "option, value",
-    [("penalty", "l1"), ("gradient", "forward"), ("targets_from", "teacher"), ("weighting", "inverse")],
+    [("penalty", "l1"), ("gradient", "forward"), ("targets_from", "oracle"), ("weighting", "inverse")],
 )
 def test_invalid_options(option, value):
     with pytest.raises(ValueError, match=f"{option} must be"):
@@ -428,3 +428,32 @@ def test_coverage_needs_rules_that_do_not_overlap():
         GeneralizedExpectation(rules[:1], coverage=1.5)
     loose = GeneralizedExpectation(rules[:1], coverage=0.5, targets_from="labeled")  # no targets to estimate
     loose.setup(ObjectiveContext(stage="fit", multiroot=False, tags=UPOS_VOCAB, labeled_batches=None))
+
+
+@pytest.mark.parametrize("multiroot", [False, True])
+@pytest.mark.parametrize("gradient", ["reverse", "t2"])
+@pytest.mark.parametrize("penalty", ["squared", "kl"])
+def test_teacher_targets_are_the_teachers_rates_on_the_batch(penalty, gradient, multiroot):
+    """``targets_from="teacher"``: the targets are the teacher's expected rates on the same
+    batch and tags, by enumeration; equal scores give 0 and no gradient."""
+    student, batch = make_batch(LENGTHS)
+    teacher = make_batch(LENGTHS, seed=1)[0]
+    objective = ready(GeneralizedExpectation(CONSTRAINTS, penalty, gradient, targets_from="teacher"), multiroot)
+    assert objective.needs_teacher and not GeneralizedExpectation(CONSTRAINTS).needs_teacher
+    rates, targets = brute_rates(student, batch, CONSTRAINTS, multiroot), brute_rates(teacher, batch, CONSTRAINTS, multiroot)
+    expected = 0.0
+    for p, t in zip(rates.tolist(), targets.tolist()):
+        if math.isnan(p):
+            continue
+        if penalty == "squared":
+            expected += (p - t) ** 2
+        else:
+            expected += t * math.log(t / p) + (1 - t) * math.log((1 - t) / (1 - p))
+    torch.testing.assert_close(objective(student, batch, teacher), torch.tensor(expected, dtype=torch.float64),
+                               rtol=1e-10, atol=1e-12)
+    arcs = student.arcs.clone().requires_grad_()
+    loss = objective(Scores(arcs), batch, Scores(student.arcs.clone()))
+    loss.backward()
+    assert loss.abs() < 1e-12 and arcs.grad.abs().max() < 1e-12
+    with pytest.raises(ValueError, match="teacher"):
+        objective(student, batch)

@@ -341,6 +341,22 @@ def test_self_training_on_sampled_trees_trains_from_a_teacher(tiny_bert_dir, sma
     assert math.isfinite(float(trainer.callback_metrics["train/sampled_self_training"]))
 
 
+def test_ge_with_teacher_targets_trains_on_plain_text(tiny_bert_dir, small_treebank, tmp_path):
+    """GE whose targets are the teacher's rates on each batch: the term asks for a teacher
+    (the model gives it one) and reads the tagger's tags on untagged text."""
+    seed_everything(0)
+    raw = tmp_path / "raw.txt"
+    raw.write_text("".join(" ".join(s.words) + "\n" for s in read_conllu(small_treebank)), encoding="utf-8")
+    data = DependencyDataModule(treebank=None, train=str(small_treebank), dev=str(small_treebank), unlabeled=str(raw),
+                                batch_tokens=300)
+    ge = GeneralizedExpectation("tag_pairs", targets_from="teacher")
+    model = tiny_parser(tiny_bert_dir, Term(Likelihood()), Term(TagLikelihood()), Term(ge, "unlabeled"),
+                        teacher_ema=0.9, warmup_steps=1)
+    trainer = _trainer(tmp_path, steps=2)
+    trainer.fit(model, data)
+    assert model._teacher is not None and math.isfinite(float(trainer.callback_metrics["train/generalized_expectation"]))
+
+
 def test_character_vectors_and_word_dropout_train_save_and_load(tiny_bert_dir, small_treebank, tmp_path):
     """Character vectors, word dropout, the layer mix and an LSTM train end to end, the
     parts that start from scratch at ``lr`` and the transformer's unfrozen layers at
