@@ -180,11 +180,17 @@ class TreeExp:
         return [sys.executable, "-m", "parser.predict", str(model), str(source), str(target)]
 
     def steps(self, s: Setting, out: Path, log: str) -> int:
+        return int(self._last(out)["global_step"])
+
+    def epochs(self, s: Setting, out: Path, log: str) -> int:
+        """The epochs it ran (early stopping may end it before ``s.epochs``)."""
+        return int(self._last(out)["loops"]["fit_loop"]["epoch_progress"]["current"]["completed"])
+
+    def _last(self, out: Path) -> dict:
         import torch
 
         last = self.model(out).with_name("last.ckpt")
-        saved = torch.load(last if last.exists() else self.model(out), map_location="cpu", weights_only=False)
-        return int(saved["global_step"])
+        return torch.load(last if last.exists() else self.model(out), map_location="cpu", weights_only=False)
 
     def version(self) -> str:
         from benchmarks.low_resource import commit
@@ -229,6 +235,9 @@ class SuPar:
 
     def steps(self, s: Setting, out: Path, log: str) -> int:
         return supar_steps(log)
+
+    def epochs(self, s: Setting, out: Path, log: str) -> int:
+        return int(re.findall(r"Epoch (\d+) / \d+:", log)[-1])
 
     def version(self) -> str:
         return f"supar {installed('supar', 'supar')} (transformers {installed('supar', 'transformers')})"
@@ -277,6 +286,9 @@ class HopsParser:
     def steps(self, s: Setting, out: Path, log: str) -> int:
         return s.epochs * math.ceil(s.sentences / self.batch_sentences(s))  # its loader keeps the last, short batch
 
+    def epochs(self, s: Setting, out: Path, log: str) -> int:
+        return s.epochs  # no early stopping: every epoch asked for runs
+
     def version(self) -> str:
         return f"hopsparser {installed('hopsparser', 'hopsparser')} (transformers {installed('hopsparser', 'transformers')})"
 
@@ -306,6 +318,9 @@ class Stanza:
 
     def steps(self, s: Setting, out: Path, log: str) -> int:
         return max(1, s.epochs * s.words // s.batch_tokens)
+
+    def epochs(self, s: Setting, out: Path, log: str) -> int:
+        return s.epochs
 
     def version(self) -> str:
         import stanza
@@ -404,8 +419,9 @@ def measure(system, setting: Setting, test: Path, out: Path, repeats: int) -> di
         return {**row, "error": f"training exited with {child.status}: {last_error(out / 'train.log')}"}
     log = (out / "train.log").read_text(encoding="utf-8", errors="replace")
     model, predicted, one = system.model(out), out / "test.pred.conllu", out / "test-1.conllu"
-    row.update(steps=system.steps(setting, out, log), train_seconds=round(child.seconds, 1),
-               train_sentences_per_s=round(setting.sentences * setting.epochs / child.seconds, 2),
+    epochs = system.epochs(setting, out, log)
+    row.update(steps=system.steps(setting, out, log), epochs_run=epochs, train_seconds=round(child.seconds, 1),
+               train_sentences_per_s=round(setting.sentences * epochs / child.seconds, 2),
                train_peak_rss_mib=mib(child.peak_rss), saved_mib=mib(size(model)),
                parse_command=shlex.join(system.parse_command(model, test, predicted)))
     print(f"  {row['steps']} steps, {child.seconds:.0f} s", flush=True)
