@@ -53,9 +53,11 @@ RECIPES = {"supervised": "likelihood_low_resource", "entropy": "entropy", "ge": 
 # self_ge: GE whose targets are that teacher's expected rates on each unlabeled batch.
 SELF_TRAINING = ("self_distill", "self_sample", "self_ge")
 DISTILLING = ("kl", *SELF_TRAINING, "cross_treebank")  # the recipes that take a teacher
-# cross_treebank: KL from a teacher trained on all of another treebank (--teacher-treebank,
+# cross_treebank: KL from a teacher trained on all of other treebanks (--teacher-treebank: one,
+# or several read as one multilingual training set,
 # by configs/likelihood.yaml, once per output folder): domain adaptation with no labeled data
 # of the target beyond the K sentences; the teacher's sentences count as extra labeled.
+TEACHER_CONFIG = "configs/likelihood.yaml"  # the cross_treebank teacher's recipe by default
 ALL = "all"  # --sizes all: every training sentence labeled (a full-data row, the ceiling)
 # Full-data test LAS of a treebank's supervised recipe and where it was measured: the ceiling
 # of the report when the results hold no full-data row (``"labeled": "all"``) of the treebank.
@@ -136,35 +138,37 @@ def write_partial_train(source: Path, size: int, share: float, seed: int, output
 
 def teacher_labeled(teacher: str, data_root: Path) -> int:
     """Labeled sentences the teacher trained on, from its checkpoint's data settings: the
-    sentences of its training file, at most its ``labeled_size``; 0 when that is unknown."""
+    sentences of its training files, at most its ``labeled_size``; 0 when that is unknown."""
     try:
         data = torch.load(teacher, map_location="cpu", weights_only=False).get("datamodule_hyper_parameters") or {}
     except Exception:  # noqa: BLE001 - not a checkpoint this code reads: the size is unknown
         return 0
     limit = data.get("labeled_size")
     try:
-        train = Path(data["train"]) if data.get("train") else None
-        if train is None:
-            root = Path(data["root"]) if data.get("root") else data_root
-            train = min((root / data["treebank"]).glob("*-ud-train.conllu"))
-        blocks = train.read_text(encoding="utf-8").split("\n\n")
+        files = DependencyDataModule(treebank=data.get("treebank"), root=data.get("root") or str(data_root),
+                                     train=data.get("train")).paths("train")
+        blocks = [block for train in files for block in train.read_text(encoding="utf-8").split("\n\n")]
         sentences = sum(1 for block in blocks if any(line and not line.startswith("#") for line in block.splitlines()))
-    except Exception:  # noqa: BLE001 - the training file is not here
+    except Exception:  # noqa: BLE001 - the training files are not here
         return int(limit or 0)
     return min(sentences, limit) if limit else sentences
 
 
 def other_treebank_teacher(args: argparse.Namespace, record) -> Path:
-    """The cross_treebank teacher: ``configs/likelihood.yaml`` on all of
-    ``--teacher-treebank`` (seed 1), trained once per output folder; its test score on
-    ``--treebank`` (no target data at all) is recorded as a row of its own."""
-    out = Path(args.output) / f"teacher-{args.teacher_treebank}"
-    best = out / "likelihood" / "version_0" / "checkpoints" / "best.ckpt"
+    """The cross_treebank teacher: ``--teacher-config`` (``configs/likelihood.yaml``) with
+    ``--teacher-args`` on all of ``--teacher-treebank`` (seed 1; several treebanks: their
+    files one after the other, dev included), trained once per output folder; its test
+    score on ``--treebank`` (no target data at all) is recorded as a row of its own."""
+    treebanks = [args.teacher_treebank] if isinstance(args.teacher_treebank, str) else args.teacher_treebank
+    out = Path(args.output) / f"teacher-{teacher_name(args)}"
+    config = Path(getattr(args, "teacher_config", TEACHER_CONFIG))
+    best = out / config.stem / "version_0" / "checkpoints" / "best.ckpt"
     if (ROOT / best).exists():
         return best
-    command = ["train.py", "fit", "--config", "configs/likelihood.yaml", "--seed_everything", "1", "--data.seed", "1",
-               "--data.treebank", args.teacher_treebank, "--data.root", str(args.data_root),
-               "--trainer.default_root_dir", str(out)]
+    command = ["train.py", "fit", "--config", str(config), "--seed_everything", "1", "--data.seed", "1",
+               "--data.treebank", treebanks[0] if len(treebanks) == 1 else json.dumps(treebanks),
+               "--data.root", str(args.data_root), "--trainer.default_root_dir", str(out),
+               *shlex.split(getattr(args, "teacher_args", ""))]
     recorded = provenance(command)
     start = time.perf_counter()
     subprocess.run([sys.executable, *command], check=True, cwd=ROOT)
@@ -173,10 +177,15 @@ def other_treebank_teacher(args: argparse.Namespace, record) -> Path:
     predicted = out / "test.pred.conllu"
     subprocess.run([sys.executable, "-m", "parser.predict", str(best), str(test), str(predicted)], check=True, cwd=ROOT)
     scores = {k: round(v, 2) for k, v in evaluate(test, predicted).items() if k != "upos"}
-    record({"objective": "cross_treebank", "variant": f"teacher alone ({args.teacher_treebank})", "labeled": 0, "seed": 1,
+    record({"objective": "cross_treebank", "variant": f"teacher alone ({teacher_name(args)})", "labeled": 0, "seed": 1,
             "train_seconds": round(seconds), "max_steps": None, **scores, "treebank": args.treebank,
             "extra_labeled": teacher_labeled(str(best), Path(args.data_root)), **recorded})
     return best
+
+
+def teacher_name(args: argparse.Namespace) -> str:
+    """The cross_treebank teacher's treebanks as rows and folders name them: ``A`` or ``A+B+C``."""
+    return args.teacher_treebank if isinstance(args.teacher_treebank, str) else "+".join(args.teacher_treebank)
 
 
 def recorded_cell(results: Path, row_key: dict, out: Path) -> tuple[dict, Path] | None:
@@ -206,7 +215,7 @@ def run_cell(objective: str, size: int | str, seed: int, args: argparse.Namespac
     if partial:
         label = f"partial_arcs {args.partial_arcs}" + (f" {label}" if label else "")
     if objective == "cross_treebank":
-        label = f"teacher {args.teacher_treebank}" + (f" {args.train_args}" if args.train_args else "")
+        label = f"teacher {teacher_name(args)}" + (f" {args.train_args}" if args.train_args else "")
     key = {"objective": objective, "variant": label, "labeled": size, "seed": seed, "treebank": args.treebank}
     if (reused := recorded_cell(Path(args.results), key, out)) is not None:
         print(f"reusing {out}: already in {args.results}", flush=True)
@@ -441,7 +450,10 @@ def main() -> None:
     cli.add_argument("--treebank", default="UD_English-EWT")
     cli.add_argument("--data-root", default=os.environ.get("UD_DIR", "data/ud"))
     cli.add_argument("--teacher", help="checkpoint of a parser trained on all of train (for kl)")
-    cli.add_argument("--teacher-treebank", default="UD_English-LinES",
+    cli.add_argument("--teacher-config", default=TEACHER_CONFIG, help="the cross_treebank teacher's recipe")
+    cli.add_argument("--teacher-args", default="", help="train.py overrides of the cross_treebank teacher, e.g. "
+                     "'--model.encoder multilingual-e5-small'")
+    cli.add_argument("--teacher-treebank", nargs="+", default=["UD_English-LinES"],
                      help="the treebank a cross_treebank teacher trains on (all of its train file)")
     cli.add_argument("--rounds", type=int, default=2, help="self_distill rounds (each student teaches the next)")
     cli.add_argument("--teacher-labeled", type=int, help="labeled sentences the teacher trained on, recorded as a kl "

@@ -57,8 +57,9 @@ class TextDataModule(DependencyDataModule):
     def setup(self, stage: str | None = None) -> None:
         super().setup(stage)
         if stage in ("fit", None):
-            tail = [s for s in self.unlabeled_sources if s.path != str(self.path("train"))]
-            self.unlabeled_sources = [Source(str(self.path("train"))), *tail]
+            train = [str(path) for path in self.paths("train")]
+            tail = [s for s in self.unlabeled_sources if s.path not in train]
+            self.unlabeled_sources = [*(Source(path) for path in train), *tail]
 
     def train_dataloader(self) -> Unending:
         stream = SentenceStream(self.unlabeled_sources, self.upos_vocab, self.batch_tokens, self.max_batch_sentences,

@@ -194,6 +194,7 @@ def test_low_resource_kl_rows_count_the_teachers_labeled_sentences(ud_dir, tmp_p
     for settings, expected in (({"train": str(train_file), "labeled_size": None}, 30),
                                ({"train": str(train_file), "labeled_size": 10}, 10),
                                ({"treebank": "UD_English-EWT", "root": str(ud_dir)}, 12544),
+                               ({"treebank": ["UD_English-EWT", "UD_Wolof-WTB"], "root": str(ud_dir)}, 12544 + 1188),
                                ({"train": str(tmp_path / "gone.conllu")}, 0)):
         torch.save({"datamodule_hyper_parameters": settings}, tmp_path / "teacher.ckpt")
         assert teacher_labeled(str(tmp_path / "teacher.ckpt"), ud_dir) == expected

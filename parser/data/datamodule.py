@@ -69,16 +69,17 @@ class DependencyDataModule(LightningDataModule):
 
     Args:
         treebank: UD treebank directory name under ``root``, e.g. ``UD_English-EWT``; its
-            files are found as ``*-ud-{train,dev,test}.conllu``.
+            files are found as ``*-ud-{train,dev,test}.conllu``. A list of treebanks reads
+            each split as their files one after the other (a multilingual parser).
         root: directory holding UD treebanks (default: ``$UD_DIR``, else ``data/ud``).
-        train: training CoNLL-U file, overriding the treebank's.
-        dev: development CoNLL-U file, overriding the treebank's.
-        test: test CoNLL-U file, overriding the treebank's.
+        train: training CoNLL-U file (or list of files), overriding the treebank's.
+        dev: development CoNLL-U file (or list), overriding the treebank's.
+        test: test CoNLL-U file (or list), overriding the treebank's.
         unlabeled: extra sentences without trees, read as a stream (never whole): a file,
             a glob or a list of both; CoNLL-U (trees ignored) or ``.txt`` (one tokenised
             sentence per line), each maybe ``.gz``.
         labeled_size: keep only the first K training sentences labeled; the rest of the
-            training file joins the unlabeled stream (without their trees).
+            training files joins the unlabeled stream (without their trees).
         unlabeled_tags: ``keep`` the UPOS tags the unlabeled files have, or ``drop`` them
             (raw text, as a low-resource user has it: objectives that need tags then read
             the model's tagger; with ``labeled_size`` the rest of a treebank keeps no gold
@@ -107,8 +108,9 @@ class DependencyDataModule(LightningDataModule):
     Lightning and restored on resume, down to the batch.
     """
 
-    def __init__(self, treebank: str | None = "UD_English-EWT", root: str | None = None,
-                 train: str | None = None, dev: str | None = None, test: str | None = None,
+    def __init__(self, treebank: str | list[str] | None = "UD_English-EWT", root: str | None = None,
+                 train: str | list[str] | None = None, dev: str | list[str] | None = None,
+                 test: str | list[str] | None = None,
                  unlabeled: str | list[str] | None = None, labeled_size: int | None = None,
                  predict: str | None = None, batch_tokens: int = 2000,
                  max_batch_sentences: int = 128, num_workers: int = 0,
@@ -160,34 +162,52 @@ class DependencyDataModule(LightningDataModule):
             yield collate(self.train_sentences[start : start + size], self.upos_vocab, None)
 
     def path(self, split: Literal["train", "dev", "test"]) -> Path:
-        """The file of a split: the explicit path, else the treebank's; must exist."""
+        """The file of a split (see :meth:`paths`), which must be one file."""
+        paths = self.paths(split)
+        if len(paths) > 1:
+            raise ConfigurationError(f"the {split} split has several files ({', '.join(map(str, paths))}): use paths()")
+        return paths[0]
+
+    def paths(self, split: Literal["train", "dev", "test"]) -> list[Path]:
+        """The files of a split, in order: the explicit paths, else each treebank's; must exist."""
         explicit = getattr(self, split)
         if explicit is not None:
-            if not os.path.isfile(explicit):
-                raise FileNotFoundError(f"{split} file {explicit} not found")
-            return Path(explicit)
+            files = [explicit] if isinstance(explicit, str) else list(explicit)
+            for file in files:
+                if not os.path.isfile(file):
+                    raise FileNotFoundError(f"{split} file {file} not found")
+            return [Path(file) for file in files]
         if self.treebank is None:
             raise FileNotFoundError(f"no {split} file: set --data.treebank or --data.{split}")
-        pattern = self.root / self.treebank / f"*-ud-{split}.conllu"
+        return [self._treebank_file(treebank, split) for treebank in
+                ([self.treebank] if isinstance(self.treebank, str) else self.treebank)]
+
+    def _treebank_file(self, treebank: str, split: str) -> Path:
+        pattern = self.root / treebank / f"*-ud-{split}.conllu"
         found = sorted(glob.glob(str(pattern)))
         if not found:
             raise FileNotFoundError(
                 f"no {split} file: looked for {pattern}; download the treebank with"
-                f" `python -m parser.fetch {self.treebank} --root {self.root}`"
+                f" `python -m parser.fetch {treebank} --root {self.root}`"
                 f" or pass --data.{split} PATH")
         if len(found) > 1:
             raise FileNotFoundError(f"several {split} files match {pattern}: {found}")
         return Path(found[0])
 
+    def _read(self, split: Literal["train", "dev", "test"], **options) -> list[Sentence]:
+        return [sentence for path in self.paths(split) for sentence in read_conllu(path, **options)]
+
     def setup(self, stage: str | None = None) -> None:
         """Read the files the stage needs; build ``label_vocab`` when training."""
         on_invalid = "skip" if self.skip_invalid_trees else "raise"
         if stage in ("fit", None):
-            path = self.path("train")
-            train = read_conllu(path, on_invalid=on_invalid, partial=self.partial)
+            train = self._read("train", on_invalid=on_invalid, partial=self.partial)
             sources = [Source(f) for f in expand_files(self.unlabeled)] if self.unlabeled else []
             if self.labeled_size is not None and len(train) > self.labeled_size:
-                sources.insert(0, Source(str(path), train[self.labeled_size].line))
+                first = train[self.labeled_size]  # the rest of its file, then the files after it
+                later = [str(p) for p in self.paths("train")]
+                later = later[later.index(first.path) + 1 :]
+                sources[:0] = [Source(first.path, first.line), *(Source(f) for f in later)]
                 train = train[:self.labeled_size]
             self.train_sentences, self.unlabeled_sources = train, sources
             firsts = [source.first_sentence() for source in sources]
@@ -197,9 +217,9 @@ class DependencyDataModule(LightningDataModule):
             self.unlabeled_has_upos = self.unlabeled_tags == "keep" and has_upos(firsts)
             self.label_vocab = build_label_vocab(train)
         if stage in ("fit", "validate", None):
-            self.dev_sentences = read_conllu(self.path("dev"), on_invalid=on_invalid)
+            self.dev_sentences = self._read("dev", on_invalid=on_invalid)
         if stage in ("test", None):
-            self.test_sentences = read_conllu(self.path("test"), on_invalid=on_invalid)
+            self.test_sentences = self._read("test", on_invalid=on_invalid)
         if stage == "predict" and not self.predict:
             raise FileNotFoundError("nothing to predict: set --data.predict PATH")
         if stage in ("predict", None) and self.predict:

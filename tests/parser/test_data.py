@@ -287,6 +287,31 @@ def test_datamodule_labeled_only(treebank):
     assert len(data.test_sentences) == 2
 
 
+def test_several_treebanks_read_as_one(treebank):
+    """A list of treebanks (a multilingual parser) reads each split's files in order; the
+    labeled sentences may end inside any file, the rest of it and the files after it stream."""
+    second = treebank / "UD_Other"
+    shutil.copytree(treebank / "UD_Tiny", second)
+    data = DependencyDataModule(["UD_Tiny", "UD_Other"], root=str(treebank))
+    data.setup("fit")
+    data.setup("test")
+    assert len(data.train_sentences) == 4 and len(data.dev_sentences) == 2 and len(data.test_sentences) == 4
+    assert [s.path for s in data.train_sentences[1:3]] == [str(treebank / "UD_Tiny" / "xx_tiny-ud-train.conllu"),
+                                                           str(second / "xx_tiny-ud-train.conllu")]
+    with pytest.raises(ValueError, match="several files"):
+        data.path("train")
+    for size, sources in ((1, [("UD_Tiny", 13), ("UD_Other", None)]), (3, [("UD_Other", 13)])):
+        data = DependencyDataModule(["UD_Tiny", "UD_Other"], root=str(treebank), labeled_size=size)
+        data.setup("fit")
+        assert len(data.train_sentences) == size
+        expected = [Source(str(treebank / name / "xx_tiny-ud-train.conllu"), *([line] if line else []))
+                    for name, line in sources]
+        assert data.unlabeled_sources == expected
+    files = DependencyDataModule(None, train=[str(p) for p in data.paths("train")], dev=str(data.paths("dev")[0]))
+    files.setup("fit")
+    assert len(files.train_sentences) == 4
+
+
 def test_datamodule_semi_supervised(treebank, tmp_path):
     text = tmp_path / "extra.txt"
     text.write_text("more words here\n")
