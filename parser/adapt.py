@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import os
 import sys
-from functools import partial
 from pathlib import Path
 
 import torch
@@ -35,15 +34,15 @@ from torchdata.stateful_dataloader import StatefulDataLoader
 from transformers import AutoModelForMaskedLM, AutoTokenizer
 from transformers.utils import logging as hf_logging
 
-from objectives.schedule import linear_warmup_decay
 
-from parser.data.batch import Batch
-from parser.training.callbacks import ResumeRandomState, ValidateAtEnd
 from parser.cli import run_reporting_errors
+from parser.data.batch import Batch
 from parser.data.datamodule import DependencyDataModule
+from parser.data.stream import Continuing, SentenceStream, Source
 from parser.network.encoder import Subwords, SubwordTokenizer
 from parser.network.pretrained import resolve_model_path
-from parser.data.stream import Continuing, SentenceStream, Source
+from parser.training.callbacks import ResumeRandomState, ValidateAtEnd
+from parser.training.optimizer import adamw_linear
 
 MONITOR = "val/mlm_loss"
 
@@ -190,12 +189,9 @@ class MaskedLanguageModel(LightningModule):
         embeddings = {id(p) for p in self.model.get_input_embeddings().parameters()}
         head = [p for p in self.head.parameters() if id(p) not in embeddings]
         encoder = list(self.model.base_model.parameters())
-        optimizer = torch.optim.AdamW([{"params": encoder, "lr": self.hparams.lr},
-                                       {"params": head, "lr": self.hparams.head_lr}],
-                                      betas=self.ADAMW_BETAS, weight_decay=self.hparams.weight_decay)
-        warmup = min(self.hparams.warmup_steps, total // 2)
-        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, partial(linear_warmup_decay, warmup=warmup, total=total))
-        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+        groups = [{"params": encoder, "lr": self.hparams.lr}, {"params": head, "lr": self.hparams.head_lr}]
+        return adamw_linear(groups, self.ADAMW_BETAS, self.hparams.weight_decay, self.hparams.warmup_steps, total,
+                            self.device)
 
     def save(self, directory: str | Path) -> None:
         """Write the adapted encoder (with its MLM head) and its tokenizer as a

@@ -20,8 +20,8 @@ from lightning.fabric.utilities.exceptions import MisconfigurationException
 
 from objectives.conventions import ConfigurationError
 
-from parser.training.checkpoint import CheckpointError
 from parser.data.sentences import ConlluError
+from parser.training.checkpoint import CheckpointError
 
 T = TypeVar("T")
 USER_ERRORS = (ConlluError, CheckpointError, ConfigurationError, MisconfigurationException, FileNotFoundError,

@@ -20,13 +20,13 @@ from dataclasses import dataclass
 
 import torch
 
-from parser.training.checkpoint import check_checkpoint_path
 from parser.cli import run_reporting_errors
+from parser.data.sentences import Sentence, read_conllu
+from parser.data.vocab import universal_deprel
 from parser.decoding.decode import crossing_gaps, mst_labels
 from parser.evaluate import nonprojective_arcs
 from parser.model import Parser
-from parser.data.sentences import Sentence, read_conllu
-from parser.data.vocab import universal_deprel
+from parser.training.checkpoint import check_checkpoint_path
 
 
 @dataclass(frozen=True)

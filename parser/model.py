@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import asdict
-from functools import partial
 from pathlib import Path
 
 import torch
@@ -15,14 +14,14 @@ from torchmetrics.classification import MulticlassAccuracy
 
 from objectives.conventions import IGNORE_INDEX, ConfigurationError
 from objectives.objective import ObjectiveContext, Scores
-from objectives.schedule import Schedule
 
-from parser.training import checkpoint as checkpoint_files
 from parser.data.batch import Batch
 from parser.decoding.decode import Decoding
-from parser.training.metrics import AttachmentScore, universal_index
-from parser.network import EncoderOptions, Heads, Network
 from parser.decoding.parsing import Parse, parse_batch, parse_words
+from parser.network import EncoderOptions, Heads, Network
+from parser.training import checkpoint as checkpoint_files
+from parser.training.metrics import AttachmentScore, universal_index
+from parser.training.optimizer import adamw_linear
 from parser.training.teacher import Teacher
 from parser.training.terms import Term, TermSet
 
@@ -159,13 +158,9 @@ class Parser(LightningModule):
         # layer mix, character encoder, LSTM) at lr
         transformer = [p for p in self.network.encoder.model.parameters() if p.requires_grad]
         rest = [p for n, p in self.network.named_parameters() if p.requires_grad and not n.startswith("encoder.model.")]
-        optimizer = torch.optim.AdamW(
-            [{"params": rest, "lr": self.hparams.lr}, {"params": transformer, "lr": self.hparams.encoder_lr}],
-            betas=self.ADAMW_BETAS, weight_decay=self.hparams.weight_decay)
-        total = self.total_steps()
-        factor = Schedule(1.0, min(self.hparams.warmup_steps, total // 2), "linear")
-        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, partial(factor, total_steps=total))
-        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+        groups = [{"params": rest, "lr": self.hparams.lr}, {"params": transformer, "lr": self.hparams.encoder_lr}]
+        return adamw_linear(groups, self.ADAMW_BETAS, self.hparams.weight_decay, self.hparams.warmup_steps,
+                            self.total_steps(), self.device)
 
     # ----------------------------------------------------------------- evaluation
     def _evaluate(self, batch: Batch, metric: AttachmentScore, tag_accuracy: MulticlassAccuracy) -> None:

@@ -18,11 +18,11 @@ from pathlib import Path
 import torch
 from lightning.pytorch.callbacks import BasePredictionWriter
 
-from parser.training.checkpoint import check_checkpoint_path
 from parser.cli import run_reporting_errors
+from parser.data.sentences import read_sentences, write_conllu
 from parser.decoding.decode import Decoding
 from parser.model import Parser
-from parser.data.sentences import read_sentences, write_conllu
+from parser.training.checkpoint import check_checkpoint_path
 
 
 class ConlluWriter(BasePredictionWriter):

@@ -18,11 +18,11 @@ from torchdata.stateful_dataloader import StatefulDataLoader
 from objectives.conventions import ConfigurationError
 
 from parser.data.batch import Batch, collate
-from parser.fetch import default_root
 from parser.data.sampler import BucketBatchSampler
 from parser.data.sentences import ConlluError, Sentence, has_upos, read_conllu, read_sentences
 from parser.data.stream import Continuing, SentenceStream, Source
 from parser.data.vocab import Vocab, build_label_vocab, build_upos_vocab
+from parser.fetch import default_root
 
 # torchdata 0.11 calls a torch function that newer torch deprecates, once per loader.
 warnings.filterwarnings("ignore", message="'set_vital' is deprecated", category=UserWarning)

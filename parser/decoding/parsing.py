@@ -11,9 +11,9 @@ from torch import Tensor
 from objectives.mtt import marginals as arc_marginals
 
 from parser.data.batch import Batch, collate
+from parser.data.sentences import Sentence
 from parser.decoding.decode import Decoding
 from parser.network import Network
-from parser.data.sentences import Sentence
 
 
 @dataclass

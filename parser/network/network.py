@@ -16,9 +16,9 @@ from objectives.conventions import IGNORE_INDEX
 from objectives.objective import Scores
 
 from parser.data.batch import Batch
+from parser.data.vocab import Vocab, build_upos_vocab
 from parser.network.biaffine import BiaffineScorer
 from parser.network.encoder import Subwords, WordEncoder
-from parser.data.vocab import Vocab, build_upos_vocab
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,8 @@ import torch
 from objectives.conventions import ConfigurationError
 from objectives.objective import Scores
 
-from parser.network import Network
 from parser.data.vocab import reindex_labels
+from parser.network import Network
 
 TREE_SETS = {True: "multi-root", False: "single-root"}
 
