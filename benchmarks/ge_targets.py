@@ -10,7 +10,7 @@ dev set with :func:`objectives.ge.estimate_targets` (words only: multiword-token
 empty nodes are skipped), then averaged (unweighted) over the languages where the child tag
 occurs and rounded to 2 decimals. Only dev sets are read, never test sets. The rules'
 coverage (the share of words whose gold arc some rule covers: the threshold of
-``GeneralizedExpectation(coverage=...)``, Naseem et al.'s form) is printed per dev set.
+``RuleCoverage(coverage=...)``, Naseem et al.'s form) is printed per dev set.
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ HEADER = """\
 # averaged (unweighted) over those where the child tag occurs, rounded to 2 decimals.
 # Coverage (the share of words whose gold arc some rule covers) on the same dev sets:
 #   {coverages}; mean {coverage:.2f}, the threshold of the rules' coverage form
-#   (GeneralizedExpectation coverage: {coverage:.2f}, penalty: one_sided; configs/ge_coverage.yaml)
+#   (RuleCoverage coverage: {coverage:.2f}, penalty: one_sided; configs/ge_coverage.yaml)
 """
 
 

@@ -21,7 +21,7 @@ from .expectations import (
     renyi_entropy,
     second_order,
 )
-from .ge import Constraint, GeneralizedExpectation, estimate_targets, load_constraints
+from .ge import Constraint, GeneralizedExpectation, RuleCoverage, estimate_targets, load_constraints
 from .kl import Distillation
 from .likelihood import Likelihood
 from .mtt import log_partition, marginals
@@ -53,6 +53,7 @@ __all__ = [
     "Distillation",
     "SampledSelfTraining",
     "GeneralizedExpectation",
+    "RuleCoverage",
     "Constraint",
     "load_constraints",
     "estimate_targets",

@@ -98,7 +98,7 @@ def test_readme_ge_recipe_parses(tiny_bert_dir, monkeypatch):
 
     coverage = _readme_command("python train.py fit --config configs/ge_coverage.yaml")
     cli = train.main([*coverage[1:], "--model.encoder", str(tiny_bert_dir)], run=False)
-    ge = term(cli.model, "GeneralizedExpectation").objective
+    ge = term(cli.model, "RuleCoverage").objective
     assert len(ge.constraints) == 15 and ge.coverage == 0.61 and ge.penalty == "one_sided"
 
 

@@ -10,6 +10,7 @@ from objectives.ge import (
     MIN_COUNT,
     Constraint,
     GeneralizedExpectation,
+    RuleCoverage,
     estimate_targets,
     load_constraints,
     tag_pair_constraints,
@@ -401,33 +402,34 @@ def brute_coverage(scores, batch, constraints, multiroot=False):
 @pytest.mark.parametrize("multiroot", [False, True])
 @pytest.mark.parametrize("gradient", ["reverse", "t2"])
 def test_coverage_of_the_rule_set_against_enumeration(gradient, multiroot):
-    """``coverage``: the rules act as one set (Naseem et al. 2010); the squared penalty
+    """RuleCoverage: the rules act as one set (Naseem et al. 2010); the squared penalty
     reads the share of covered words, the one-sided one only while it is below the
     threshold, with the gradient of finite differences; both routes agree."""
     scores, batch = make_batch(LENGTHS)
     rules = [Constraint(c.parent, c.child, direction=c.direction) for c in CONSTRAINTS]  # no targets needed
     share = brute_coverage(scores, batch, rules, multiroot)
     assert 0.05 < share < 0.95
-    squared = ready(GeneralizedExpectation(rules, "squared", gradient, coverage=0.8), multiroot)
+    squared = ready(RuleCoverage(rules, 0.8, "squared", gradient), multiroot)
     expected = (0.8 - share) ** 2
     torch.testing.assert_close(squared(scores, batch), torch.tensor(expected, dtype=torch.float64), rtol=1e-10, atol=1e-12)
-    met = ready(GeneralizedExpectation(rules, "one_sided", gradient, coverage=share - 0.01), multiroot)
+    met = ready(RuleCoverage(rules, share - 0.01, "one_sided", gradient), multiroot)
     arcs = scores.arcs.clone().requires_grad_()
     loss = met(Scores(arcs), batch)
     loss.backward()
     assert loss == 0 and (arcs.grad == 0).all()
-    below = ready(GeneralizedExpectation(rules, "one_sided", gradient, coverage=min(share + 0.2, 1.0)), multiroot)
+    below = ready(RuleCoverage(rules, min(share + 0.2, 1.0), "one_sided", gradient), multiroot)
     assert torch.autograd.gradcheck(lambda a: below(Scores(a), batch), (scores.arcs.clone().requires_grad_(),))
 
 
 def test_coverage_needs_rules_that_do_not_overlap():
     rules = [Constraint("VERB", "NOUN"), Constraint("VERB", "NOUN", direction="left")]
     with pytest.raises(ValueError, match="overlap"):
-        GeneralizedExpectation(rules, coverage=0.5)
+        RuleCoverage(rules, 0.5)
     with pytest.raises(ValueError, match="coverage"):
-        GeneralizedExpectation(rules[:1], coverage=1.5)
-    loose = GeneralizedExpectation(rules[:1], coverage=0.5, targets_from="labeled")  # no targets to estimate
+        RuleCoverage(rules[:1], 1.5)
+    loose = RuleCoverage(rules[:1], 0.5)  # no targets, none to estimate
     loose.setup(ObjectiveContext(stage="fit", multiroot=False, tags=UPOS_VOCAB, labeled_batches=None))
+    assert loose.targets_from == "rules" and not loose.needs_teacher
 
 
 @pytest.mark.parametrize("multiroot", [False, True])
