@@ -201,7 +201,7 @@ def test_low_resource_kl_rows_count_the_teachers_labeled_sentences(ud_dir, tmp_p
     assert teacher_labeled(str(tmp_path / "missing.ckpt"), ud_dir) == 0
 
 
-def test_low_resource_rows_name_their_commit_command_and_data():
+def test_low_resource_rows_name_their_commit_command_and_data(ud_dir):
     """Every row of docs/results/low_resource.jsonl says where it came from; the rows of a
     shipped config run without overrides keep an empty variant (the configs of today)."""
     from benchmarks.low_resource import report
@@ -210,7 +210,7 @@ def test_low_resource_rows_name_their_commit_command_and_data():
     rows = [json.loads(line) for line in results.read_text(encoding="utf-8").splitlines() if line.strip()]
     for row in rows:
         assert len(row["commit"].removesuffix("+dirty")) == 40 and "train.py" in row["command"]
-        assert row["treebank"] in ("UD_English-EWT", "UD_Wolof-WTB")
+        assert (ud_dir / row["treebank"]).is_dir(), row["treebank"]  # a treebank the data directory holds
         if row["objective"] == "cross_treebank":  # the other treebank's sentences, all of them
             assert row["extra_labeled"] > 0 and ("teacher UD_" in row["variant"] or "teacher alone" in row["variant"])
         else:
