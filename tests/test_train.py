@@ -137,6 +137,17 @@ def test_low_resource_configs_are_the_reported_recipes(name, tiny_bert_dir):
     assert "python train.py" in header and "minutes on one CPU thread" in header and "400 steps" in header
 
 
+def test_the_multilingual_low_resource_config_is_the_self_distillation_student(tiny_bert_dir):
+    """configs/low_resource_multilingual.yaml: e5-small with fixed embeddings, the tagger, the
+    exact KL on the unlabeled rest; the teacher is the user's (step 1 of its header)."""
+    path = train.CONFIGS / "low_resource_multilingual.yaml"
+    cli = train.main(["--config", str(path), "--model.teacher", "teacher.ckpt"], run=False)
+    assert cli.model.hparams.encoder == "multilingual-e5-small" and cli.model.encoder_options.freeze == "embeddings"
+    assert objectives(cli.model) == ["Likelihood", "TagLikelihood", "Distillation"]
+    assert cli.model.terms.terms[2].data == "unlabeled" and cli.datamodule.labeled_size == 100
+    assert "python train.py fit --config configs/low_resource_multilingual.yaml" in path.read_text(encoding="utf-8")
+
+
 def test_the_cli_default_objective_is_tree_likelihood(tiny_bert_dir):
     """With no config, train.py trains the tree likelihood (the model itself names none)."""
     cli = train.main(["--model.encoder", str(tiny_bert_dir)], run=False)
