@@ -5,9 +5,9 @@ decoder of `objectives.arborescence` (Chu-Liu-Edmonds in lockstep over the batch
 scores' device; the single-root constraint and `-inf` arcs handled exactly), or with
 ``projective`` its best projective tree by Eisner's algorithm (`eisner`, numpy, per
 sentence). `mst_with_margin` chooses between the two by a crossing margin, `mst_labels`
-takes each chosen arc's best label. Until 2026-11-25 the spanning trees came from a NumPy
-Chu-Liu-Edmonds per sentence on the host; it is now the oracle of the tests
-(tests/parser/numpy_mst.py) and the baseline of `python -m benchmarks.decode`.
+takes each chosen arc's best label. A NumPy Chu-Liu-Edmonds per sentence on the host (the
+earlier decoder) is the oracle of the tests (tests/parser/numpy_mst.py) and the baseline of
+`python -m benchmarks.decode`.
 """
 
 from __future__ import annotations
