@@ -183,8 +183,9 @@ class TreeExp:
         return int(self._last(out)["global_step"])
 
     def epochs(self, s: Setting, out: Path, log: str) -> int:
-        """The epochs it ran (early stopping may end it before ``s.epochs``)."""
-        return int(self._last(out)["loops"]["fit_loop"]["epoch_progress"]["current"]["completed"])
+        """The epochs it trained in (early stopping may end it before ``s.epochs``; its last
+        checkpoint is written at a validation, before the epoch counts as completed)."""
+        return int(self._last(out)["loops"]["fit_loop"]["epoch_progress"]["total"]["started"])
 
     def _last(self, out: Path) -> dict:
         import torch
