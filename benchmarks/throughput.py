@@ -26,6 +26,7 @@ from objectives.likelihood import Likelihood
 from parser.data.datamodule import DependencyDataModule
 from parser.data.sentences import read_conllu
 from parser.model import Parser
+from parser.training.optimizer import adamw_linear
 
 
 def _clock() -> float:
@@ -59,7 +60,8 @@ def parse_split(model: Parser, sentences: list[list[str]], batch_size: int) -> t
 
 def train_split(model: Parser, batches: list, objective: Likelihood) -> tuple[float, float]:
     """Seconds for full training steps, and for the MTT likelihood's forward + backward alone."""
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
+    groups = [{"params": [p for p in model.parameters() if p.requires_grad], "lr": 1e-5}]
+    optimizer = adamw_linear(groups, Parser.ADAMW_BETAS, 0.01, 0, len(batches), model.device)["optimizer"]  # as training
     model.train()
     step_time = objective_time = 0.0
     for batch in batches:

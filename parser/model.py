@@ -124,9 +124,8 @@ class Parser(LightningModule):
     # ----------------------------------------------------------------- training
     def training_step(self, batch: Batch | dict[str, Batch], batch_idx: int) -> Tensor:
         labeled, unlabeled = (batch["labeled"], batch["unlabeled"]) if isinstance(batch, dict) else (batch, None)
-        loss, values, weights = self.terms(labeled, unlabeled, self.global_step, self.total_steps(),
-                                           lambda b: self(b.words, b.subwords), self.network.with_predicted_tags,
-                                           self._teacher_scores)
+        loss, values, weights = self.terms(labeled, unlabeled, self.global_step, lambda b: self(b.words, b.subwords),
+                                           self.network.with_predicted_tags, self._teacher_scores)
         size = labeled.lengths.shape[0]
         self.log("train/loss", loss, prog_bar=True, batch_size=size)
         if unlabeled is not None:  # malformed unlabeled lines skipped so far, all processes
@@ -198,7 +197,6 @@ class Parser(LightningModule):
     def parse(self, sentences: list[list[str]], batch_size: int = 32, marginals: bool = False) -> list[Parse]:
         """Parse pre-tokenised sentences (each a list of words): heads, labels, with a
         tagger UPOS and, on request, arc marginals (:func:`~parser.decoding.parsing.parse_words`)."""
-        self.eval()
         return parse_words(self.network, self.decoding, sentences, batch_size, marginals)
 
     # ----------------------------------------------------------------- files

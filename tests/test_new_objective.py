@@ -67,8 +67,6 @@ model:
       weight: {{value: 0.5, warmup: 2}}
 trainer:
   max_steps: 3
-  enable_progress_bar: false
-  enable_model_summary: false
   default_root_dir: {tmp_path / "runs"}
 """, encoding="utf-8")
     cli = train.main(["fit", "--config", str(config)])

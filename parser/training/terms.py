@@ -49,6 +49,7 @@ class TermSet(nn.Module):
                 raise ConfigurationError(f"a term's data is 'labeled' or 'unlabeled', not {term.data!r}")
         self.objectives = nn.ModuleList(term.objective for term in self.terms)  # moved with the model
         self.weights = [Schedule.of(term.weight) for term in self.terms]
+        self.total_steps: int | None = None  # the run's length, for weights decaying to its end
         self.names: list[str] = []
         for term in self.terms:
             name = term.name or _snake_case(type(term.objective).__name__)
@@ -78,10 +79,11 @@ class TermSet(nn.Module):
                                          "--model.teacher PATH.ckpt or --model.teacher_ema 0.999")
 
     def setup(self, context: ObjectiveContext) -> None:
+        self.total_steps = context.total_steps
         for term in self.terms:
             term.objective.setup(context)
 
-    def forward(self, labeled: Batch, unlabeled: Batch | None, step: int, total_steps: int,
+    def forward(self, labeled: Batch, unlabeled: Batch | None, step: int,
                 score: Callable[[Batch], Scores], tagged: Callable[[Batch, Scores], Batch],
                 teacher: Callable[[Batch], Scores]) -> tuple[Tensor, dict[str, Tensor], dict[str, float]]:
         """The loss of one step, each term's value (detached) and the weights that change with the step.
@@ -95,7 +97,7 @@ class TermSet(nn.Module):
         loss, values, weights, teachers = None, {}, {}, {}
         for name, term, schedule in zip(self.names, self.terms, self.weights):
             data = term.data if term.data in scores else "labeled"
-            weight = schedule(step, total_steps)
+            weight = schedule(step, self.total_steps)
             if schedule.warmup or schedule.decay != "constant":
                 weights[name] = weight
             if weight == 0:
