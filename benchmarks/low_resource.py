@@ -21,6 +21,7 @@ whole, then every other sentence with a random share F of its arcs kept (HEAD an
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import random
@@ -59,6 +60,7 @@ DISTILLING = ("kl", *SELF_TRAINING, "cross_treebank")  # the recipes that take a
 # of the target beyond the K sentences; the teacher's sentences count as extra labeled.
 TEACHER_CONFIG = "configs/likelihood.yaml"  # the cross_treebank teacher's recipe by default
 ALL = "all"  # --sizes all: every training sentence labeled (a full-data row, the ceiling)
+MAX_VARIANT_CHARS = 120  # the run folder keeps this much of --train-args, then a digest of all of it
 # Full-data test LAS of a treebank's supervised recipe and where it was measured: the ceiling
 # of the report when the results hold no full-data row (``"labeled": "all"``) of the treebank.
 FULL_DATA_LAS = {
@@ -209,6 +211,8 @@ def run_cell(objective: str, size: int | str, seed: int, args: argparse.Namespac
     and whether the row is new (False: the cell was in ``--results`` already and is reused).
     ``teacher``/``round_``: a self-distillation round's teacher (the previous student)."""
     variant = "".join(c if c.isalnum() or c in "._" else "_" for c in args.train_args)
+    if len(variant) > MAX_VARIANT_CHARS:  # a folder name has at most 255 bytes: keep a readable head and a digest
+        variant = f"{variant[:MAX_VARIANT_CHARS - 11]}_{hashlib.sha1(args.train_args.encode()).hexdigest()[:10]}"
     partial = f"-partial{args.partial_arcs}" if args.partial_arcs is not None else ""
     out = Path(args.output) / f"{objective}{'' if round_ is None else round_}-k{size}{partial}-s{seed}{variant}"
     label = args.train_args if round_ is None else f"round {round_}" + (f" {args.train_args}" if args.train_args else "")
