@@ -35,7 +35,7 @@ import statistics
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -159,25 +159,32 @@ class Setting:
     seed: int
 
 
+@dataclass
 class TreeExp:
-    """This project: ``configs/likelihood.yaml`` with the data, batch and epochs set, and
-    its warm-up 10% of the steps, as SuPar's (the config's 100 steps are for 1,554)."""
+    """This project: ``config`` (``configs/likelihood.yaml``, or ``--treeexp-config``) with
+    the data, batch and epochs set, its warm-up 10% of the steps as SuPar's (the config's
+    100 steps are for 1,554), and ``--treeexp-args`` on top; ``precision``: Lightning's
+    (``bf16-mixed``: the encoder under bfloat16 autocast, in training and in parsing)."""
 
-    name = "treeexp"
-    env: dict[str, str] = {}
+    name: str = "treeexp"
+    precision: str = "32-true"
+    config: str = "configs/likelihood.yaml"
+    extra: tuple[str, ...] = ()
+    env: dict[str, str] = field(default_factory=dict)
 
     def train_command(self, s: Setting, out: Path) -> list[str]:
         warmup = max(1, s.epochs * s.words // s.batch_tokens // 10)
-        return [sys.executable, "train.py", "fit", "--config", "configs/likelihood.yaml", "--seed_everything", str(s.seed),
+        return [sys.executable, "train.py", "fit", "--config", self.config, "--seed_everything", str(s.seed),
                 "--data.train", str(s.train), "--data.dev", str(s.dev), "--data.batch_tokens", str(s.batch_tokens),
                 "--model.warmup_steps", str(warmup), "--trainer.max_epochs", str(s.epochs),
+                "--trainer.precision", self.precision, *self.extra,
                 "--trainer.default_root_dir", str(out), "--trainer.enable_progress_bar", "false"]
 
     def model(self, out: Path) -> Path:
-        return max(out.glob("likelihood/version_*/checkpoints/best.ckpt"), key=lambda p: p.stat().st_mtime)
+        return max(out.glob("*/version_*/checkpoints/best.ckpt"), key=lambda p: p.stat().st_mtime)
 
     def parse_command(self, model: Path, source: Path, target: Path) -> list[str]:
-        return [sys.executable, "-m", "parser.predict", str(model), str(source), str(target)]
+        return [sys.executable, "-m", "parser.predict", str(model), str(source), str(target), "--precision", self.precision]
 
     def steps(self, s: Setting, out: Path, log: str) -> int:
         return int(self._last(out)["global_step"])
@@ -196,7 +203,7 @@ class TreeExp:
     def version(self) -> str:
         from benchmarks.low_resource import commit
 
-        return f"treeexp {commit()[:7]}"
+        return f"treeexp {commit()[:7]}" + ("" if self.precision == "32-true" else f" ({self.precision})")
 
 
 class SuPar:
@@ -329,7 +336,8 @@ class Stanza:
         return f"stanza {stanza.__version__}"
 
 
-SYSTEMS = {system.name: system for system in (TreeExp(), SuPar(), HopsParser(), Stanza())}
+SYSTEMS = {system.name: system for system in (TreeExp(), TreeExp("treeexp-bf16", "bf16-mixed"), SuPar(), HopsParser(),
+                                               Stanza())}
 
 
 # ---- measuring ---------------------------------------------------------------------------
@@ -488,17 +496,19 @@ def report(rows: list[dict]) -> str:
 
 
 def comparison(members: list[dict]) -> str:
-    """This project's LAS less the best peer's, and its throughputs over the fastest peer's."""
-    ours = next((row for row in members if row["system"] == "treeexp" and "las" in row), None)
-    peers = [row for row in members if row["system"] != "treeexp" and "las" in row]
-    if ours is None or not peers:
+    """Each of this project's rows: its LAS less the best peer's, its throughputs over the
+    fastest peer's."""
+    ours = [row for row in members if row["system"].startswith("treeexp") and "las" in row]
+    peers = [row for row in members if not row["system"].startswith("treeexp") and "las" in row]
+    if not ours or not peers:
         return ""
     best = max(peers, key=lambda row: row["las"])
     train = max(row["train_sentences_per_s"] for row in peers)
     parse = max(row["parse_sentences_per_s"] for row in peers)
-    return (f"treeexp against the best peer: LAS {ours['las'] - best['las']:+.2f} points ({best['system']}); "
-            f"training {ours['train_sentences_per_s'] / train:.2f}x, parsing {ours['parse_sentences_per_s'] / parse:.2f}x "
-            f"the fastest peer's sentences/s (targets: >= +0, >= 1.5x, >= 1.5x).")
+    return "\n".join(f"{row['version']} against the best peer: LAS {row['las'] - best['las']:+.2f} points "
+                     f"({best['system']}); training {row['train_sentences_per_s'] / train:.2f}x, parsing "
+                     f"{row['parse_sentences_per_s'] / parse:.2f}x the fastest peer's sentences/s "
+                     f"(targets: >= +0, >= 1.5x, >= 1.5x)." for row in ours)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -514,6 +524,8 @@ def main(argv: list[str] | None = None) -> None:
     cli.add_argument("--batch-tokens", type=int, default=250, help="words per optimiser step")
     cli.add_argument("--repeats", type=int, default=1, help="parsing rounds (the median counts)")
     cli.add_argument("--seed", type=int, default=1)
+    cli.add_argument("--treeexp-config", default=TreeExp.config, help="this project's recipe (a train.py config)")
+    cli.add_argument("--treeexp-args", default="", help="train.py overrides on top of it, e.g. '--model.lr 1e-3'")
     cli.add_argument("--results", default=str(RESULTS))
     cli.add_argument("--debug", action="store_true", help="show the full traceback of an error")
     args = cli.parse_args(argv)
@@ -529,6 +541,9 @@ def benchmark(args: argparse.Namespace) -> None:
         setup([name for name in args.systems if name in PEERS])
         return
     setup([name for name in args.systems if name in PEERS])
+    for name, system in SYSTEMS.items():
+        if isinstance(system, TreeExp):
+            SYSTEMS[name] = replace(system, config=args.treeexp_config, extra=tuple(shlex.split(args.treeexp_args)))
     rows = run(args)
     print(report(rows))
 

@@ -67,13 +67,28 @@ def test_the_report_tables_every_system_and_compares_this_project_with_the_best_
     rows = [row("treeexp", uas=80.0, las=75.5, train_sentences_per_s=12.0, parse_sentences_per_s=60.0, **measured),
             row("supar", uas=79.0, las=74.0, train_sentences_per_s=8.0, parse_sentences_per_s=40.0, **measured),
             row("hopsparser", uas=81.0, las=76.0, train_sentences_per_s=2.0, parse_sentences_per_s=10.0, **measured),
-            row("stanza", error="training exited with 1: FileNotFoundError: no vectors")]
+            row("stanza", error="training exited with 1: FileNotFoundError: no vectors"),
+            row("treeexp-bf16", uas=80.0, las=74.0, train_sentences_per_s=24.0, parse_sentences_per_s=80.0, **measured)]
     text = peers.report(rows)
     assert "**3000 training sentences (51037 words) x 1 epoch(s)" in text and "commit abcdef0" in text
     assert "| treeexp 1.0 | 200 | 80.00 | 75.50 | 12.0 | 60.0 | 1000 / 700 | 91 |" in text
     assert "| stanza 1.0 | did not run: `training exited with 1: FileNotFoundError: no vectors` |" in text
     # LAS against the most accurate peer (hopsparser), speeds against the fastest (supar)
-    assert "LAS -0.50 points (hopsparser); training 1.50x, parsing 1.50x" in text
+    assert "treeexp 1.0 against the best peer: LAS -0.50 points (hopsparser); training 1.50x, parsing 1.50x" in text
+    # every row of this project is compared, none counts as a peer
+    assert "treeexp-bf16 1.0 against the best peer: LAS -2.00 points (hopsparser); training 3.00x, parsing 2.00x" in text
+
+
+def test_the_bf16_system_trains_and_parses_under_bf16_and_takes_the_chosen_recipe(tmp_path):
+    setting = peers.Setting(tmp_path / "train.conllu", tmp_path / "dev.conllu", 100, 2311, 80, 500, 1)
+    system = peers.replace(peers.SYSTEMS["treeexp-bf16"], config="configs/likelihood_low_resource.yaml",
+                           extra=("--model.lr", "1e-3"))
+    train = system.train_command(setting, tmp_path)
+    assert train[train.index("--config") + 1] == "configs/likelihood_low_resource.yaml"
+    assert train[train.index("--trainer.precision") + 1] == "bf16-mixed" and train[-6:-4] == ["--model.lr", "1e-3"]
+    parse = system.parse_command(tmp_path / "best.ckpt", tmp_path / "in.conllu", tmp_path / "out.conllu")
+    assert parse[-2:] == ["--precision", "bf16-mixed"]
+    assert peers.SYSTEMS["treeexp"].train_command(setting, tmp_path)[-5] == "32-true"
 
 
 def test_no_comparison_without_a_scored_peer():

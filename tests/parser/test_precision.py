@@ -21,6 +21,7 @@ from parser.data.batch import collate
 from parser.data.datamodule import DependencyDataModule
 from parser.model import Parser
 from parser.network import Heads
+from parser.predict import predict
 from parser.training.terms import Term
 from parser.data.sentences import read_conllu
 from parser.data.vocab import build_label_vocab
@@ -90,3 +91,27 @@ def test_trainer_bf16_mixed_run_is_finite(tiny_bert_dir, ud_dir, tmp_path: Path)
                       enable_model_summary=False, enable_checkpointing=False, limit_val_batches=2)
     trainer.fit(model, data)
     assert all(math.isfinite(float(trainer.callback_metrics[k])) for k in ("train/loss", "val/las"))
+
+
+def test_predict_bf16_mixed_parses_like_float32(setup, ud_dir, tmp_path: Path, monkeypatch):
+    """``parser.predict --precision bf16-mixed``: parsing runs under bf16 autocast, every
+    sentence is written, heads and labels as in float32 but for near ties (the encoder's
+    vectors carry 8 bits of mantissa)."""
+    model, _, _ = setup
+    autocast = []
+    parse = Parser.parse
+    monkeypatch.setattr(Parser, "parse", lambda self, *a, **k: autocast.append(
+        torch.is_autocast_enabled("cpu") and torch.get_autocast_dtype("cpu")) or parse(self, *a, **k))
+    saved = model.cpu().save(tmp_path / "parser")
+    blocks = (ud_dir / "UD_English-EWT/en_ewt-ud-dev.conllu").read_text(encoding="utf-8").split("\n\n")[:12]
+    source = tmp_path / "in.conllu"
+    source.write_text("\n\n".join(blocks) + "\n\n", encoding="utf-8")
+    outputs = {}
+    for precision in ("32-true", "bf16-mixed"):
+        predict(str(saved), str(source), str(tmp_path / f"{precision}.conllu"), device="cpu", precision=precision)
+        outputs[precision] = read_conllu(tmp_path / f"{precision}.conllu")
+    words = [(w, h, d) for s in outputs["32-true"] for w, h, d in zip(s.words, s.heads, s.deprels)]
+    half = [(w, h, d) for s in outputs["bf16-mixed"] for w, h, d in zip(s.words, s.heads, s.deprels)]
+    assert autocast == [False, torch.bfloat16]
+    assert len(half) == len(words) == sum(len(s.words) for s in read_conllu(source))
+    assert sum(a == b for a, b in zip(words, half)) >= 0.9 * len(words)
