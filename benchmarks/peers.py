@@ -157,6 +157,21 @@ class Setting:
     epochs: int
     batch_tokens: int
     seed: int
+    source: Path  # the whole training file ``train`` is the start of (the rest: unlabeled text)
+
+
+def torch_load(path: Path) -> dict:
+    """A Lightning checkpoint of this project (its loop state included)."""
+    import torch
+
+    return torch.load(path, map_location="cpu", weights_only=False)
+
+
+def epochs_started(checkpoint: dict) -> int:
+    return int(checkpoint["loops"]["fit_loop"]["epoch_progress"]["total"]["started"])
+
+
+STUDENT_TERMS = "configs/distill.yaml"  # on top of the teacher's config: its terms (likelihood + KL from the teacher)
 
 
 @dataclass
@@ -192,18 +207,54 @@ class TreeExp:
     def epochs(self, s: Setting, out: Path, log: str) -> int:
         """The epochs it trained in (early stopping may end it before ``s.epochs``; its last
         checkpoint is written at a validation, before the epoch counts as completed)."""
-        return int(self._last(out)["loops"]["fit_loop"]["epoch_progress"]["total"]["started"])
+        return epochs_started(self._last(out))
 
     def _last(self, out: Path) -> dict:
-        import torch
-
         last = self.model(out).with_name("last.ckpt")
-        return torch.load(last if last.exists() else self.model(out), map_location="cpu", weights_only=False)
+        return torch_load(last if last.exists() else self.model(out))
 
     def version(self) -> str:
         from benchmarks.low_resource import commit
 
         return f"treeexp {commit()[:7]}" + ("" if self.precision == "32-true" else f" ({self.precision})")
+
+
+@dataclass
+class TreeExpSelfDistilled(TreeExp):
+    """This project's semi-supervised recipe: the :class:`TreeExp` parser as the teacher,
+    then a student of the same recipe plus the exact tree KL from that teacher
+    (``configs/distill.yaml``'s terms) on the rest of the training file read as plain text,
+    for as many steps. One command runs both; its time, steps and sentences/s cover both."""
+
+    name: str = "treeexp-self"
+
+    def train_command(self, s: Setting, out: Path) -> list[str]:
+        teacher = super().train_command(s, out / "teacher")
+        steps = s.epochs * math.ceil(s.words / s.batch_tokens)
+        student = [sys.executable, "train.py", "fit", "--config", self.config, "--config", STUDENT_TERMS,
+                   "--seed_everything", str(s.seed), "--data.train", str(s.source), "--data.labeled_size", str(s.sentences),
+                   "--data.dev", str(s.dev), "--data.batch_tokens", str(s.batch_tokens),
+                   "--model.teacher", str(self.teacher(out)), "--model.warmup_steps", str(max(1, steps // 10)),
+                   "--trainer.max_steps", str(steps), "--trainer.max_epochs", "-1", "--trainer.precision", self.precision,
+                   *self.extra, "--trainer.default_root_dir", str(out), "--trainer.enable_progress_bar", "false"]
+        return ["bash", "-c", f"{shlex.join(teacher)} && {shlex.join(student)}"]
+
+    def teacher(self, out: Path) -> Path:
+        return out / "teacher" / Path(self.config).stem / "version_0" / "checkpoints" / "best.ckpt"
+
+    def steps(self, s: Setting, out: Path, log: str) -> int:
+        return super().steps(s, out, log) + int(self._teacher_last(out)["global_step"])
+
+    def epochs(self, s: Setting, out: Path, log: str) -> int:
+        """The teacher's epochs over the labeled sentences (the student's steps mix labeled
+        and unlabeled batches): sentences/s of the whole recipe per labeled pass."""
+        return epochs_started(self._teacher_last(out))
+
+    def _teacher_last(self, out: Path) -> dict:
+        return torch_load(self.teacher(out).with_name("last.ckpt"))
+
+    def version(self) -> str:
+        return super().version().replace("treeexp", "treeexp self-distilled", 1)
 
 
 class SuPar:
@@ -336,7 +387,7 @@ class Stanza:
         return f"stanza {stanza.__version__}"
 
 
-SYSTEMS = {system.name: system for system in (TreeExp(), TreeExp("treeexp-bf16", "bf16-mixed"), SuPar(), HopsParser(),
+SYSTEMS = {system.name: system for system in (TreeExp(), TreeExp("treeexp-bf16", "bf16-mixed"), TreeExpSelfDistilled(), SuPar(), HopsParser(),
                                                Stanza())}
 
 
@@ -396,7 +447,8 @@ def run(args: argparse.Namespace) -> list[dict]:
     if args.test_sentences is not None:  # a quick check of the pipeline, not a result to report
         test = data / f"test-{args.test_sentences}.conllu"
         write_first(treebank_file("test"), args.test_sentences, test)
-    setting = Setting(train, dev, len(blocks), sum(map(word_count, blocks)), args.epochs, args.batch_tokens, args.seed)
+    setting = Setting(train, dev, len(blocks), sum(map(word_count, blocks)), args.epochs, args.batch_tokens, args.seed,
+                      treebank_file("train"))
     run_id = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
     shared = {"run": run_id, "treebank": TREEBANK, "sentences": setting.sentences, "words": setting.words,
               "epochs": args.epochs, "batch_tokens": args.batch_tokens, "threads": 1, "machine": machine(),

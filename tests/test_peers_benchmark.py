@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 import pytest
@@ -43,7 +44,8 @@ def test_steps_come_from_supars_log_and_hopsparsers_batches():
     assert peers.supar_steps(log) == 422
     with pytest.raises(ValueError, match="no training batches"):
         peers.supar_steps("INFO Epoch 1 / 1:\n")
-    setting = peers.Setting(Path("t"), Path("d"), sentences=100, words=2311, epochs=3, batch_tokens=500, seed=1)
+    setting = peers.Setting(Path("t"), Path("d"), sentences=100, words=2311, epochs=3, batch_tokens=500, seed=1,
+                            source=Path("all"))
     hops = peers.HopsParser()
     assert hops.batch_sentences(setting) == 22  # 500 words at 23.11 words a sentence
     assert hops.steps(setting, Path("."), "") == 3 * 5  # ceil(100 / 22) a pass
@@ -80,7 +82,7 @@ def test_the_report_tables_every_system_and_compares_this_project_with_the_best_
 
 
 def test_the_bf16_system_trains_and_parses_under_bf16_and_takes_the_chosen_recipe(tmp_path):
-    setting = peers.Setting(tmp_path / "train.conllu", tmp_path / "dev.conllu", 100, 2311, 80, 500, 1)
+    setting = peers.Setting(tmp_path / "train.conllu", tmp_path / "dev.conllu", 100, 2311, 80, 500, 1, tmp_path / "all.conllu")
     system = peers.replace(peers.SYSTEMS["treeexp-bf16"], config="configs/likelihood_low_resource.yaml",
                            extra=("--model.lr", "1e-3"))
     train = system.train_command(setting, tmp_path)
@@ -93,3 +95,18 @@ def test_the_bf16_system_trains_and_parses_under_bf16_and_takes_the_chosen_recip
 
 def test_no_comparison_without_a_scored_peer():
     assert peers.comparison([row("treeexp", las=70.0, train_sentences_per_s=1.0, parse_sentences_per_s=1.0)]) == ""
+
+
+def test_the_self_distilled_system_trains_a_teacher_then_a_student_on_the_rest_of_the_file(tmp_path):
+    setting = peers.Setting(tmp_path / "train.conllu", tmp_path / "dev.conllu", 100, 2311, 80, 500, 1, tmp_path / "all.conllu")
+    system = peers.replace(peers.SYSTEMS["treeexp-self"], config="configs/likelihood_low_resource.yaml")
+    command = system.train_command(setting, tmp_path)
+    assert command[:2] == ["bash", "-c"]
+    teacher, student = (shlex.split(part) for part in command[2].split(" && "))
+    plain = peers.replace(peers.SYSTEMS["treeexp"], config="configs/likelihood_low_resource.yaml")
+    assert teacher == plain.train_command(setting, tmp_path / "teacher")  # the plain system's run is the teacher
+    assert student[student.index("--data.train") + 1] == str(tmp_path / "all.conllu")
+    assert student[student.index("--data.labeled_size") + 1] == "100"
+    assert student[student.index("--model.teacher") + 1] == str(system.teacher(tmp_path))
+    assert student[student.index("--trainer.max_steps") + 1] == str(80 * 5)  # as many steps as the teacher's epochs take
+    assert "configs/distill.yaml" in student and system.teacher(tmp_path).is_relative_to(tmp_path / "teacher")

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 from lightning.fabric.utilities.apply_func import move_data_to_device
-from lightning.pytorch import Trainer, seed_everything
+from lightning.pytorch import Callback, Trainer, seed_everything
 
 from objectives.entropy_regularizer import EntropyRegularizer
 from objectives.ge import GeneralizedExpectation
@@ -79,18 +79,38 @@ def test_bf16_step_matches_float32(name, setup, device):
     assert torch.nn.functional.cosine_similarity(grad16, grad32, dim=0) > GRADIENT_COSINE
 
 
-def test_trainer_bf16_mixed_run_is_finite(tiny_bert_dir, ud_dir, tmp_path: Path):
+class GradientNorms(Callback):
+    """The gradients' total norm after each optimiser step (clipped, not yet zeroed)."""
+
+    def __init__(self):
+        self.norms, self.fused = [], []
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        grads = [p.grad.flatten().float() for p in pl_module.parameters() if p.grad is not None]
+        self.norms.append(float(torch.cat(grads).norm()))
+        self.fused.append(trainer.optimizers[0].defaults["fused"])
+
+
+@pytest.mark.parametrize("precision", ["32-true", "bf16-mixed", pytest.param("16-mixed", marks=pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="Lightning turns 16-mixed into bf16-mixed on a CPU"))])
+def test_trainer_mixed_precision_run_is_finite_and_clipped(precision, tiny_bert_dir, ud_dir, tmp_path: Path):
+    """Every precision trains with train.py's gradient clipping (Lightning refuses to clip a
+    fused optimiser under mixed precision: the parser clips itself), finite and clipped;
+    the optimiser is fused but where a gradient scaler (16-mixed) must unscale first."""
     blocks = (ud_dir / "UD_English-EWT/en_ewt-ud-dev.conllu").read_text(encoding="utf-8").split("\n\n")[:30]
     small = tmp_path / "small.conllu"
     small.write_text("\n\n".join(blocks) + "\n\n", encoding="utf-8")
     seed_everything(0)
     data = DependencyDataModule(treebank=None, train=str(small), dev=str(small), labeled_size=10, batch_tokens=200)
-    model = Parser(encoder=str(tiny_bert_dir), heads=Heads(32, 16), terms=[Term(EntropyRegularizer(), "unlabeled")],
+    model = Parser(encoder=str(tiny_bert_dir), heads=Heads(32, 16), terms=[Term(Likelihood()), Term(EntropyRegularizer(), "unlabeled")],
                    warmup_steps=1)
-    trainer = Trainer(max_steps=3, precision="bf16-mixed", logger=False, enable_progress_bar=False,
-                      enable_model_summary=False, enable_checkpointing=False, limit_val_batches=2)
+    clip, norms = 1e-3, GradientNorms()  # far below any gradient's norm here: every step is clipped
+    trainer = Trainer(max_steps=3, precision=precision, gradient_clip_val=clip, logger=False, enable_progress_bar=False,
+                      enable_model_summary=False, enable_checkpointing=False, limit_val_batches=2, callbacks=[norms])
     trainer.fit(model, data)
     assert all(math.isfinite(float(trainer.callback_metrics[k])) for k in ("train/loss", "val/las"))
+    assert len(norms.norms) == 3 and all(0 < norm <= clip * (1 + 1e-3) for norm in norms.norms)
+    assert norms.fused == [precision != "16-mixed"] * 3
 
 
 def test_predict_bf16_mixed_parses_like_float32(setup, ud_dir, tmp_path: Path, monkeypatch):
