@@ -454,10 +454,11 @@ def run(args: argparse.Namespace) -> list[dict]:
               "epochs": args.epochs, "batch_tokens": args.batch_tokens, "threads": 1, "machine": machine(),
               **provenance(["-m", "benchmarks.peers", *args.argv])}
     Path(args.results).parent.mkdir(parents=True, exist_ok=True)
+    versions = {name: SYSTEMS[name].version() for name in args.systems}  # as the run starts, as its commit
     rows = []
     for name in args.systems:
         out = RUNS / "out" / run_id / name
-        row = {"system": name, "version": SYSTEMS[name].version(), **measure(SYSTEMS[name], setting, test, out, args.repeats),
+        row = {"system": name, "version": versions[name], **measure(SYSTEMS[name], setting, test, out, args.repeats),
                **shared}
         with open(args.results, "a", encoding="utf-8") as sink:
             sink.write(json.dumps(row) + "\n")
