@@ -387,8 +387,15 @@ class Stanza:
         return f"stanza {stanza.__version__}"
 
 
-SYSTEMS = {system.name: system for system in (TreeExp(), TreeExp("treeexp-bf16", "bf16-mixed"), TreeExpSelfDistilled(), SuPar(), HopsParser(),
-                                               Stanza())}
+SYSTEMS = {system.name: system for system in (TreeExp(), TreeExp("treeexp-bf16", "bf16-mixed"), TreeExpSelfDistilled(),
+                                               SuPar(), HopsParser(), Stanza())}
+
+
+def chosen_systems(args: argparse.Namespace) -> dict:
+    """``args.systems`` by name, this project's with ``--treeexp-config`` and ``--treeexp-args``."""
+    extra = tuple(shlex.split(args.treeexp_args))
+    return {name: replace(SYSTEMS[name], config=args.treeexp_config, extra=extra) if isinstance(SYSTEMS[name], TreeExp)
+            else SYSTEMS[name] for name in args.systems}
 
 
 # ---- measuring ---------------------------------------------------------------------------
@@ -454,11 +461,12 @@ def run(args: argparse.Namespace) -> list[dict]:
               "epochs": args.epochs, "batch_tokens": args.batch_tokens, "threads": 1, "machine": machine(),
               **provenance(["-m", "benchmarks.peers", *args.argv])}
     Path(args.results).parent.mkdir(parents=True, exist_ok=True)
-    versions = {name: SYSTEMS[name].version() for name in args.systems}  # as the run starts, as its commit
+    systems = chosen_systems(args)
+    versions = {name: system.version() for name, system in systems.items()}  # as the run starts, as its commit
     rows = []
-    for name in args.systems:
+    for name, system in systems.items():
         out = RUNS / "out" / run_id / name
-        row = {"system": name, "version": versions[name], **measure(SYSTEMS[name], setting, test, out, args.repeats),
+        row = {"system": name, "version": versions[name], **measure(system, setting, test, out, args.repeats),
                **shared}
         with open(args.results, "a", encoding="utf-8") as sink:
             sink.write(json.dumps(row) + "\n")
@@ -594,9 +602,6 @@ def benchmark(args: argparse.Namespace) -> None:
         setup([name for name in args.systems if name in PEERS])
         return
     setup([name for name in args.systems if name in PEERS])
-    for name, system in SYSTEMS.items():
-        if isinstance(system, TreeExp):
-            SYSTEMS[name] = replace(system, config=args.treeexp_config, extra=tuple(shlex.split(args.treeexp_args)))
     rows = run(args)
     print(report(rows))
 

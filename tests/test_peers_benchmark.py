@@ -110,3 +110,13 @@ def test_the_self_distilled_system_trains_a_teacher_then_a_student_on_the_rest_o
     assert student[student.index("--model.teacher") + 1] == str(system.teacher(tmp_path))
     assert student[student.index("--trainer.max_steps") + 1] == str(80 * 5)  # as many steps as the teacher's epochs take
     assert "configs/distill.yaml" in student and system.teacher(tmp_path).is_relative_to(tmp_path / "teacher")
+
+
+def test_the_chosen_recipe_reaches_every_treeexp_system_and_no_peer():
+    args = peers.argparse.Namespace(systems=["treeexp", "treeexp-self", "supar"], treeexp_args="--model.lr 1e-3",
+                                    treeexp_config="configs/likelihood_low_resource.yaml")
+    systems = peers.chosen_systems(args)
+    assert list(systems) == ["treeexp", "treeexp-self", "supar"] and systems["supar"] is peers.SYSTEMS["supar"]
+    for name in ("treeexp", "treeexp-self"):
+        assert systems[name].config == "configs/likelihood_low_resource.yaml" and systems[name].extra == ("--model.lr", "1e-3")
+    assert peers.SYSTEMS["treeexp"].config == "configs/likelihood.yaml"  # the defaults are left as they were
