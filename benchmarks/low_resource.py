@@ -4,7 +4,8 @@ Each cell trains ``train.py fit --config configs/<recipe>.yaml`` with K labeled 
 the training file (the rest of it unlabeled), parses the test file with the best checkpoint
 (``parser.predict``) and scores it with ``parser.evaluate``. The recipes are the shipped
 configs (``RECIPES``); a cell adds only its seed, K, the treebank, its output folder and,
-for kl, the teacher, then ``--train-args``. One JSON line per run goes to ``--results``
+for kl, the teacher, then ``--train-args`` (and, for the cells that learn from a teacher,
+``--student-args``). One JSON line per run goes to ``--results``
 (scores, the exact command, the commit); ``--report`` prints the markdown table (mean and
 spread over seeds, share of the supervised-to-full-data gap) from that file and draws it to
 ``--figure`` (test LAS by recipe and labeled size, every seed a point).
@@ -205,21 +206,30 @@ def recorded_cell(results: Path, row_key: dict, out: Path) -> tuple[dict, Path] 
     return None
 
 
+def cell_args(objective: str, args: argparse.Namespace) -> str:
+    """A cell's ``train.py`` overrides: ``--train-args``, then ``--student-args`` for the
+    recipes that learn from a teacher (so that a self-distillation student can change its
+    terms while its teacher stays the supervised cell of the same ``--train-args``)."""
+    student_args = getattr(args, "student_args", "") if objective in DISTILLING else ""
+    return f"{args.train_args} {student_args}".strip()
+
+
 def run_cell(objective: str, size: int | str, seed: int, args: argparse.Namespace,
              teacher: str | None = None, round_: int | None = None) -> tuple[dict, Path, bool]:
     """Train one cell, parse the test set with its best checkpoint; its row, that checkpoint,
     and whether the row is new (False: the cell was in ``--results`` already and is reused).
     ``teacher``/``round_``: a self-distillation round's teacher (the previous student)."""
-    variant = "".join(c if c.isalnum() or c in "._" else "_" for c in args.train_args)
+    train_args = cell_args(objective, args)
+    variant = "".join(c if c.isalnum() or c in "._" else "_" for c in train_args)
     if len(variant) > MAX_VARIANT_CHARS:  # a folder name has at most 255 bytes: keep a readable head and a digest
-        variant = f"{variant[:MAX_VARIANT_CHARS - 11]}_{hashlib.sha1(args.train_args.encode()).hexdigest()[:10]}"
+        variant = f"{variant[:MAX_VARIANT_CHARS - 11]}_{hashlib.sha1(train_args.encode()).hexdigest()[:10]}"
     partial = f"-partial{args.partial_arcs}" if args.partial_arcs is not None else ""
     out = Path(args.output) / f"{objective}{'' if round_ is None else round_}-k{size}{partial}-s{seed}{variant}"
-    label = args.train_args if round_ is None else f"round {round_}" + (f" {args.train_args}" if args.train_args else "")
+    label = train_args if round_ is None else f"round {round_}" + (f" {train_args}" if train_args else "")
     if partial:
         label = f"partial_arcs {args.partial_arcs}" + (f" {label}" if label else "")
     if objective == "cross_treebank":
-        label = f"teacher {teacher_name(args)}" + (f" {args.train_args}" if args.train_args else "")
+        label = f"teacher {teacher_name(args)}" + (f" {train_args}" if train_args else "")
     key = {"objective": objective, "variant": label, "labeled": size, "seed": seed, "treebank": args.treebank}
     if (reused := recorded_cell(Path(args.results), key, out)) is not None:
         print(f"reusing {out}: already in {args.results}", flush=True)
@@ -229,7 +239,7 @@ def run_cell(objective: str, size: int | str, seed: int, args: argparse.Namespac
         partial_train = out / "train.partial.conllu"
         source = DependencyDataModule(treebank=args.treebank, root=args.data_root).path("train")
         kept = write_partial_train(source, size, args.partial_arcs, seed, ROOT / partial_train)
-    command = train_command(objective, size, seed, args.treebank, out, teacher or args.teacher, args.train_args,
+    command = train_command(objective, size, seed, args.treebank, out, teacher or args.teacher, train_args,
                             args.data_root, partial_train)
     recorded = provenance(command)
     start = time.perf_counter()
@@ -465,6 +475,8 @@ def main() -> None:
     # the recipe of every cell is its config (RECIPES); change it here, recorded as the row's variant
     cli.add_argument("--train-args", default="", help="train.py overrides on top of the recipe's config, "
                      "e.g. '--model.encoder_lr 1e-4'")
+    cli.add_argument("--student-args", default="", help="train.py overrides of the cells that learn from a teacher "
+                     "only (kl, self_distill, ..., after --train-args), e.g. a labeled Distillation term")
     cli.add_argument("--tagger", action="store_true", help="add a UPOS tagging term (objectives.TagLikelihood) to "
                      "the recipe: the first of --train-args")
     cli.add_argument("--partial-arcs", type=float, metavar="SHARE",

@@ -453,6 +453,40 @@ def test_low_resource_driver_passes_its_data_root_to_the_runs_it_launches(tmp_pa
         assert "train.py" in command[1] and command[command.index("--data.root") + 1] == str(tmp_path / "ud")
 
 
+def test_student_args_reach_the_students_only(tmp_path, monkeypatch):
+    """``--student-args`` changes the cells that learn from a teacher (their command, row and
+    folder) and not the supervised cell, which stays the teacher of the same ``--train-args``."""
+    from benchmarks import low_resource
+
+    launched = []
+
+    class Launched(Exception):
+        pass
+
+    real_run = low_resource.subprocess.run
+
+    def fake_run(command, **kwargs):
+        if command[0] != sys.executable:
+            return real_run(command, **kwargs)  # git, for the row's provenance
+        launched.append(command)
+        raise Launched
+
+    monkeypatch.setattr(low_resource.subprocess, "run", fake_run)
+    args = low_resource.argparse.Namespace(output=str(tmp_path), results=str(tmp_path / "r.jsonl"),
+                                           train_args="--model.lr 1e-3", student_args="--model.warmup_steps 7",
+                                           treebank="UD_English-EWT", teacher=None, data_root=str(tmp_path / "ud"),
+                                           teacher_treebank="UD_English-LinES", partial_arcs=None)
+    for objective, teacher in (("supervised", None), ("self_distill", "teacher.ckpt")):
+        with pytest.raises(Launched):
+            low_resource.run_cell(objective, 100, 1, args, teacher, 1 if teacher else None)
+    supervised, student = launched
+    assert "--model.warmup_steps" not in supervised and supervised[-2:] == ["--model.lr", "1e-3"]
+    assert student[-4:] == ["--model.lr", "1e-3", "--model.warmup_steps", "7"]
+    assert student[student.index("--model.teacher") + 1] == "teacher.ckpt"
+    assert low_resource.cell_args("self_distill", args) == "--model.lr 1e-3 --model.warmup_steps 7"
+    assert low_resource.cell_args("supervised", args) == "--model.lr 1e-3"
+
+
 def test_a_users_progress_bar_takes_the_place_of_the_default(tiny_bert_dir):
     cli = train.main(["--model.encoder", str(tiny_bert_dir),
                       "--trainer.callbacks+=lightning.pytorch.callbacks.TQDMProgressBar"], run=False)
