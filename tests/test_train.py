@@ -423,31 +423,39 @@ def test_callbacks_from_the_command_line_are_kept_with_the_progress_bar_on(tiny_
     assert [i for i, s in enumerate(parsed) if "newpar" in s.tokenlist.metadata] == [10]
 
 
+class _Launched(Exception):
+    """What :func:`_stop_at_launch` raises in place of a training run."""
+
+
+def _stop_at_launch(monkeypatch) -> list[list[str]]:
+    """benchmarks.low_resource's runs of Python recorded (the returned list) and stopped with
+    :class:`_Launched`; git still runs, for a row's provenance."""
+    from benchmarks import low_resource
+
+    launched, real_run = [], low_resource.subprocess.run
+
+    def fake_run(command, **kwargs):
+        if command[0] != sys.executable:
+            return real_run(command, **kwargs)
+        launched.append(command)
+        raise _Launched
+
+    monkeypatch.setattr(low_resource.subprocess, "run", fake_run)
+    return launched
+
+
 def test_low_resource_driver_passes_its_data_root_to_the_runs_it_launches(tmp_path, monkeypatch):
     """``--data-root DIR`` reaches the train.py command of a cell (and of a cross-treebank
     teacher): a treebank found there is trained on, not one under data/ud."""
     from benchmarks import low_resource
 
-    launched = []
-
-    class Launched(Exception):
-        pass
-
-    real_run = low_resource.subprocess.run
-
-    def fake_run(command, **kwargs):
-        if command[0] != sys.executable:
-            return real_run(command, **kwargs)  # git, for the row's provenance
-        launched.append(command)
-        raise Launched
-
-    monkeypatch.setattr(low_resource.subprocess, "run", fake_run)
+    launched = _stop_at_launch(monkeypatch)
     args = low_resource.argparse.Namespace(output=str(tmp_path), results=str(tmp_path / "r.jsonl"), train_args="",
                                            treebank="UD_English-EWT", teacher=None, data_root=str(tmp_path / "ud"),
                                            teacher_treebank="UD_English-LinES", partial_arcs=None)
     for launch in (lambda: low_resource.run_cell("supervised", 100, 1, args),
                    lambda: low_resource.other_treebank_teacher(args, record=None)):
-        with pytest.raises(Launched):
+        with pytest.raises(_Launched):
             launch()
         command = launched[-1]
         assert "train.py" in command[1] and command[command.index("--data.root") + 1] == str(tmp_path / "ud")
@@ -458,26 +466,13 @@ def test_student_args_reach_the_students_only(tmp_path, monkeypatch):
     folder) and not the supervised cell, which stays the teacher of the same ``--train-args``."""
     from benchmarks import low_resource
 
-    launched = []
-
-    class Launched(Exception):
-        pass
-
-    real_run = low_resource.subprocess.run
-
-    def fake_run(command, **kwargs):
-        if command[0] != sys.executable:
-            return real_run(command, **kwargs)  # git, for the row's provenance
-        launched.append(command)
-        raise Launched
-
-    monkeypatch.setattr(low_resource.subprocess, "run", fake_run)
+    launched = _stop_at_launch(monkeypatch)
     args = low_resource.argparse.Namespace(output=str(tmp_path), results=str(tmp_path / "r.jsonl"),
                                            train_args="--model.lr 1e-3", student_args="--model.warmup_steps 7",
                                            treebank="UD_English-EWT", teacher=None, data_root=str(tmp_path / "ud"),
                                            teacher_treebank="UD_English-LinES", partial_arcs=None)
     for objective, teacher in (("supervised", None), ("self_distill", "teacher.ckpt")):
-        with pytest.raises(Launched):
+        with pytest.raises(_Launched):
             low_resource.run_cell(objective, 100, 1, args, teacher, 1 if teacher else None)
     supervised, student = launched
     assert "--model.warmup_steps" not in supervised and supervised[-2:] == ["--model.lr", "1e-3"]
