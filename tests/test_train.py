@@ -140,8 +140,8 @@ def test_low_resource_configs_are_the_reported_recipes(name, tiny_bert_dir):
 def test_the_multilingual_low_resource_config_is_the_self_distillation_student(tiny_bert_dir):
     """configs/low_resource_multilingual.yaml: e5-small with fixed embeddings, word vectors
     from a layer mix (mean-pooled subwords, dropout 0.1, scorer at lr 1e-3: the measured
-    recipe's --train-args), the tagger, the exact KL on the unlabeled rest; the teacher is
-    the user's (step 1 of its header)."""
+    recipe's --train-args), the tagger, the exact KL over labeled trees on the unlabeled
+    rest; the teacher is the user's (step 1 of its header)."""
     path = train.CONFIGS / "low_resource_multilingual.yaml"
     cli = train.main(["--config", str(path), "--model.teacher", "teacher.ckpt"], run=False)
     assert cli.model.hparams.encoder == "multilingual-e5-small" and cli.model.encoder_options.freeze == "embeddings"
@@ -149,6 +149,7 @@ def test_the_multilingual_low_resource_config_is_the_self_distillation_student(t
     assert (options.pooling, options.layer_mix, options.dropout, cli.model.hparams.lr) == ("mean", True, 0.1, 1e-3)
     assert objectives(cli.model) == ["Likelihood", "TagLikelihood", "Distillation"]
     assert cli.model.terms.terms[2].data == "unlabeled" and cli.datamodule.labeled_size == 100
+    assert cli.model.terms.terms[2].objective.labeled
     assert "python train.py fit --config configs/low_resource_multilingual.yaml" in path.read_text(encoding="utf-8")
 
 
