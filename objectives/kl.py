@@ -5,6 +5,7 @@ from __future__ import annotations
 from torch import Tensor
 
 from ._common import full_precision
+from .conventions import ConfigurationError
 from .expectations import kl_divergence
 from .objective import Objective, Scores, TreeBatch
 
@@ -23,17 +24,27 @@ class Distillation(Objective):
     plus the expected per-arc label KLs. Otherwise (either side without labels, or label
     sets of different sizes) only the arc scores are compared.
 
+    ``temperature`` ``T`` tempers the teacher's distribution before the comparison:
+    ``p_T(d) ~ p(d)^(1/T)`` (its arc, or labeled arc, log-weights divided by ``T``), so
+    ``T > 1`` softens an over-confident teacher and ``T < 1`` sharpens it; the student
+    stays at temperature 1 (``benchmarks.calibration`` measures the ``T`` at which a
+    parser's distribution best fits gold trees).
+
     Args:
         reverse: ``KL(student || teacher)`` instead of ``KL(teacher || student)``.
         labeled: include the label distributions when possible (see above).
+        temperature: the teacher's temperature, > 0.
     """
 
     needs_teacher = True
 
-    def __init__(self, reverse: bool = False, labeled: bool = False) -> None:
+    def __init__(self, reverse: bool = False, labeled: bool = False, temperature: float = 1.0) -> None:
         super().__init__()
+        if not temperature > 0:
+            raise ConfigurationError(f"Distillation: temperature must be > 0, got {temperature}")
         self.reverse = reverse
         self.labeled = labeled
+        self.temperature = temperature
 
     def forward(self, scores: Scores, batch: TreeBatch, teacher: Scores | None = None, step: int = 0) -> Tensor:
         """Scalar loss; ``scores`` and ``teacher`` hold arcs ``(B, N+1, N+1)`` (labels ``(B, N+1, N+1, L)``)."""
@@ -46,7 +57,7 @@ class Distillation(Objective):
             and scores.labels.shape[-1] == teacher.labels.shape[-1]
         )
         student = _tree_scores(scores, labeled)
-        target = _tree_scores(teacher, labeled).detach()
+        target = _tree_scores(teacher, labeled).detach() / self.temperature
         p, q = (student, target) if self.reverse else (target, student)
         return kl_divergence(p, q, batch.lengths, self.multiroot, validate=False).sum() / batch.lengths.sum()
 

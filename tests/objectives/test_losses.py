@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from objectives import baselines as bl
-from objectives.conventions import UPOS_TAGS
+from objectives.conventions import UPOS_TAGS, ConfigurationError
 from objectives.distribution import TreeCRF
 from objectives.entropy_regularizer import EntropyRegularizer
 from objectives.ge import Constraint, GeneralizedExpectation
@@ -184,6 +184,35 @@ def test_distillation_matches_brute_force(reverse, multiroot):
         total += (p.exp() * (p - q)).sum()
     loss = ready(Distillation(reverse), multiroot)(student, batch, teacher)
     torch.testing.assert_close(loss, total / sum(LENGTHS), **CLOSE)
+
+
+@pytest.mark.parametrize("multiroot", TREE_SETS)
+@pytest.mark.parametrize("temperature", [0.5, 2.0])
+def test_distillation_tempers_the_teacher(temperature, multiroot):
+    """KL(p_T || q) with p_T(d) = p(d)^(1/T) / sum_d' p(d')^(1/T), every tree enumerated."""
+    student, batch = make_batch(LENGTHS, num_labels=None)
+    teacher, _ = make_batch(LENGTHS, num_labels=None, seed=1)
+    total = 0.0
+    for (*_, log_s), (*_, log_t) in zip(sentences(student, batch, multiroot), sentences(teacher, batch, multiroot)):
+        tempered = (log_t / temperature).log_softmax(0)
+        total += (tempered.exp() * (tempered - log_s)).sum()
+    loss = ready(Distillation(temperature=temperature), multiroot)(student, batch, teacher)
+    torch.testing.assert_close(loss, total / sum(LENGTHS), **CLOSE)
+    assert not torch.isclose(loss, ready(Distillation(), multiroot)(student, batch, teacher))
+
+
+def test_labeled_distillation_tempers_labeled_trees():
+    student, batch = make_batch([3, 2], num_labels=2)
+    teacher, _ = make_batch([3, 2], num_labels=2, seed=1)
+    labeled = [s.arcs[..., None] + s.labels.log_softmax(-1) for s in (teacher, student)]
+    expected = bl.brute_kl_divergence(labeled[0] / 3.0, labeled[1], batch.lengths).sum() / 5
+    torch.testing.assert_close(Distillation(labeled=True, temperature=3.0)(student, batch, teacher), expected, **CLOSE)
+
+
+@pytest.mark.parametrize("temperature", [0.0, -1.0, float("nan")])
+def test_distillation_refuses_a_temperature_not_positive(temperature):
+    with pytest.raises(ConfigurationError, match="temperature must be > 0"):
+        Distillation(temperature=temperature)
 
 
 def test_labeled_distillation_compares_labeled_trees():
