@@ -1,7 +1,7 @@
 """How well a parser's tree distribution is calibrated on the text a student distils from.
 
     python -m benchmarks.calibration --run NAME CKPT UD_TREEBANK [--run ...] [--labeled 100] [--sentences 1000]
-        [--split unlabeled|dev|test] [--bins 10] [--temperatures 0.5 0.75 1 1.5 2]
+        [--split unlabeled|dev|test] [--bins 10] [--temperatures 0.5 0.75 1 1.5 2] [--results FILE.jsonl]
 
 A self-distilled student learns the teacher's arc marginals on the unlabeled sentences, so
 what it can take from them depends on how much they say beyond the teacher's 1-best tree.
@@ -23,13 +23,16 @@ to 1) give:
   gives the lowest gold-head NLL, and that NLL and ECE (``T > 1``: the tree distribution is
   too sharp; ``T < 1``: too flat).
 
-Nothing is trained; one thread, about a minute per 1000 sentences on a CPU.
+Nothing is trained; one thread, about a minute per 1000 sentences on a CPU. ``--results``
+appends one JSON row per run (its scores, the commit and the exact command).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,6 +40,7 @@ import torch
 from torch import Tensor
 
 from benchmarks.common import machine, markdown_table, setup
+from benchmarks.low_resource import provenance
 from objectives.mtt import marginals
 from parser.data.batch import collate
 from parser.data.datamodule import DependencyDataModule
@@ -132,8 +136,10 @@ def main() -> None:
     cli.add_argument("--bins", type=int, default=10)
     cli.add_argument("--temperatures", type=float, nargs="+", default=[0.5, 0.67, 0.8, 1.0, 1.25, 1.5, 2.0, 3.0])
     cli.add_argument("--data-root", default=os.environ.get("UD_DIR", "data/ud"))
+    cli.add_argument("--results", help="a JSON-lines file to append each run's row to")
     args = cli.parse_args()
     setup()
+    recorded = provenance(["-m", "benchmarks.calibration", *sys.argv[1:]])
     temperatures = sorted(set(args.temperatures) | {1.0})
     rows = []
     for name, checkpoint, treebank in args.run:
@@ -141,6 +147,10 @@ def main() -> None:
         text = read_conllu(data.path("train" if args.split == "unlabeled" else args.split))
         text = sample(text[args.labeled:] if args.split == "unlabeled" else text, args.sentences)
         row = report(head_marginals(Parser.load(checkpoint), text, temperatures), args.bins)
+        if args.results:
+            with open(args.results, "a", encoding="utf-8") as file:
+                file.write(json.dumps({"run": name, "checkpoint": checkpoint, "treebank": treebank, "split": args.split,
+                                       **{k: round(v, 4) for k, v in row.items()}, **recorded}) + "\n")
         rows.append([name, treebank.removeprefix("UD_"), f"{row['words']:,}", f"{row['tree_uas']:.2f}",
                      f"{row['expected_uas']:.2f}", f"{row['accuracy']:.2f}", f"{row['confidence']:.2f}",
                      f"{row['over_confidence']:+.2f}", f"{row['ece']:.2f}", f"{row['nll']:.3f}", f"{row['entropy']:.3f}",

@@ -1,5 +1,6 @@
 """benchmarks.calibration: its measures on hand-made marginals, and a parser's head marginals."""
 
+import json
 import math
 
 import pytest
@@ -59,3 +60,17 @@ def test_head_marginals_of_a_parser(tiny_bert_dir, ud_dir):
         start += len(s)
     sharp, flat = (calibration.scores(mu, words.gold, 10)["entropy"] for mu in words.marginals)
     assert flat > sharp
+
+
+def test_main_prints_the_table_and_records_each_run(tiny_bert_dir, ud_dir, tmp_path, monkeypatch, capsys):
+    torch.manual_seed(0)
+    saved = Parser(encoder=str(tiny_bert_dir), heads=Heads(32, 16), labels=["dep", "root"]).save(tmp_path / "tiny")
+    results = tmp_path / "calibration.jsonl"
+    monkeypatch.setattr("sys.argv", ["calibration", "--run", "tiny", str(saved), "UD_Wolof-WTB", "--split", "dev",
+                                     "--sentences", "3", "--data-root", str(ud_dir), "--results", str(results)])
+    calibration.main()
+    assert "| tiny | Wolof-WTB |" in capsys.readouterr().out
+    row = json.loads(results.read_text())
+    words = sum(len(s) for s in calibration.sample(read_conllu(ud_dir / "UD_Wolof-WTB/wo_wtb-ud-dev.conllu"), 3))
+    assert row["run"] == "tiny" and row["split"] == "dev" and row["words"] == words
+    assert "python -m benchmarks.calibration --run tiny" in row["command"] and row["commit"]
