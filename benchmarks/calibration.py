@@ -150,7 +150,7 @@ def main() -> None:
         if args.results:
             with open(args.results, "a", encoding="utf-8") as file:
                 file.write(json.dumps({"run": name, "checkpoint": checkpoint, "treebank": treebank, "split": args.split,
-                                       **{k: round(v, 4) for k, v in row.items()}, **recorded}) + "\n")
+                                       **{k: round(v, 6) for k, v in row.items()}, **recorded}) + "\n")
         rows.append([name, treebank.removeprefix("UD_"), f"{row['words']:,}", f"{row['tree_uas']:.2f}",
                      f"{row['expected_uas']:.2f}", f"{row['accuracy']:.2f}", f"{row['confidence']:.2f}",
                      f"{row['over_confidence']:+.2f}", f"{row['ece']:.2f}", f"{row['nll']:.3f}", f"{row['entropy']:.3f}",
