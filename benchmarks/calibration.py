@@ -100,7 +100,6 @@ def expected_calibration_error(confidence: Tensor, correct: Tensor, bins: int) -
     """``sum_b |B_b| / W * |mean confidence - accuracy|`` over ``bins`` equal-width bins of
     ``confidence`` in [0, 1] (a confidence of 1 falls in the last bin)."""
     index = (confidence * bins).long().clamp(max=bins - 1)
-    total = torch.zeros(bins, dtype=torch.float64).index_add_(0, index, torch.ones_like(confidence, dtype=torch.float64))
     sums = torch.zeros(bins, dtype=torch.float64).index_add_(0, index, confidence.double())
     hits = torch.zeros(bins, dtype=torch.float64).index_add_(0, index, correct.double())
     return float((sums - hits).abs().sum() / len(confidence))
