@@ -53,6 +53,8 @@ RECIPES = {"supervised": "likelihood_low_resource", "entropy": "entropy", "ge": 
 # rows name the round as their variant ("round 1", "round 2"), and use no extra labeled data.
 # self_sample: the same rounds, the student trained on trees sampled from the teacher;
 # self_ge: GE whose targets are that teacher's expected rates on each unlabeled batch.
+# --ensemble-seeds S...: round 1's teacher is instead the ensemble of the supervised cells of
+# those seeds (the mean of their scores); its rounds' rows say "teachers of seeds S...".
 SELF_TRAINING = ("self_distill", "self_sample", "self_ge")
 DISTILLING = ("kl", *SELF_TRAINING, "cross_treebank")  # the recipes that take a teacher
 # cross_treebank: KL from a teacher trained on all of other treebanks (--teacher-treebank: one,
@@ -73,11 +75,11 @@ TAGGER = shlex.join(['--model.terms+={"objective": "objectives.TagLikelihood"}']
 
 
 def train_command(objective: str, size: int | str, seed: int, treebank: str, output: Path | str,
-                  teacher: str | None = None, train_args: str = "", data_root: Path | str | None = None,
+                  teacher: str | list[str] | None = None, train_args: str = "", data_root: Path | str | None = None,
                   partial_train: Path | str | None = None) -> list[str]:
     """The ``train.py`` arguments of one cell: the recipe's config, then only the seed, K
     (``all``: no limit), the treebank (under ``data_root`` when given), the output folder,
-    the teacher (kl), the partially annotated training file (:func:`write_partial_train`:
+    the teacher (kl; several: their ensemble), the partially annotated training file (:func:`write_partial_train`:
     all of it is used) and ``train_args``."""
     limit = "null" if size == ALL or partial_train is not None else str(size)
     command = [
@@ -92,7 +94,7 @@ def train_command(objective: str, size: int | str, seed: int, treebank: str, out
     if objective in DISTILLING:
         if not teacher:
             raise ValueError(f"the {objective} objective needs a teacher checkpoint")
-        command += ["--model.teacher", str(teacher)]
+        command += ["--model.teacher", str(teacher) if isinstance(teacher, (str, Path)) else json.dumps(teacher)]
     return command + shlex.split(train_args)
 
 
@@ -215,17 +217,21 @@ def cell_args(objective: str, args: argparse.Namespace) -> str:
 
 
 def run_cell(objective: str, size: int | str, seed: int, args: argparse.Namespace,
-             teacher: str | None = None, round_: int | None = None) -> tuple[dict, Path, bool]:
+             teacher: str | list[str] | None = None, round_: int | None = None) -> tuple[dict, Path, bool]:
     """Train one cell, parse the test set with its best checkpoint; its row, that checkpoint,
     and whether the row is new (False: the cell was in ``--results`` already and is reused).
-    ``teacher``/``round_``: a self-distillation round's teacher (the previous student)."""
+    ``teacher``/``round_``: a self-distillation round's teacher (the previous student, or
+    round 1's ensemble of ``--ensemble-seeds``)."""
     train_args = cell_args(objective, args)
     variant = "".join(c if c.isalnum() or c in "._" else "_" for c in train_args)
     if len(variant) > MAX_VARIANT_CHARS:  # a folder name has at most 255 bytes: keep a readable head and a digest
         variant = f"{variant[:MAX_VARIANT_CHARS - 11]}_{hashlib.sha1(train_args.encode()).hexdigest()[:10]}"
     partial = f"-partial{args.partial_arcs}" if args.partial_arcs is not None else ""
-    out = Path(args.output) / f"{objective}{'' if round_ is None else round_}-k{size}{partial}-s{seed}{variant}"
-    label = train_args if round_ is None else f"round {round_}" + (f" {train_args}" if train_args else "")
+    ensemble = getattr(args, "ensemble_seeds", None) if round_ is not None else None
+    lineage = f"e{''.join(map(str, ensemble))}" if ensemble else ""
+    out = Path(args.output) / f"{objective}{'' if round_ is None else round_}{lineage}-k{size}{partial}-s{seed}{variant}"
+    label = train_args if round_ is None else f"round {round_}" + (
+        f" teachers of seeds {' '.join(map(str, ensemble))}" if ensemble else "") + (f" {train_args}" if train_args else "")
     if partial:
         label = f"partial_arcs {args.partial_arcs}" + (f" {label}" if label else "")
     if objective == "cross_treebank":
@@ -470,6 +476,8 @@ def main() -> None:
     cli.add_argument("--teacher-treebank", nargs="+", default=["UD_English-LinES"],
                      help="the treebank a cross_treebank teacher trains on (all of its train file)")
     cli.add_argument("--rounds", type=int, default=2, help="self_distill rounds (each student teaches the next)")
+    cli.add_argument("--ensemble-seeds", nargs="+", type=int, help="self-training's first teacher: the ensemble "
+                     "(mean scores) of the supervised cells of these seeds, not the cell of the student's own seed")
     cli.add_argument("--teacher-labeled", type=int, help="labeled sentences the teacher trained on, recorded as a kl "
                      "row's extra_labeled (default: read from the teacher's checkpoint, 0 if it does not say)")
     # the recipe of every cell is its config (RECIPES); change it here, recorded as the row's variant
@@ -516,9 +524,17 @@ def main() -> None:
                     elif objective not in SELF_TRAINING:
                         row, best[objective], new = run_cell(objective, size, seed, args)
                     else:
-                        teacher = best["supervised"]
+                        teacher = str(best["supervised"])
+                        if args.ensemble_seeds:
+                            teacher = []
+                            for other in args.ensemble_seeds:
+                                row, checkpoint, new = run_cell("supervised", size, other, args)
+                                teacher.append(str(checkpoint))
+                                if new:
+                                    record(row)
                         for round_ in range(1, args.rounds + 1):
-                            row, teacher, new = run_cell(objective, size, seed, args, str(teacher), round_)
+                            row, checkpoint, new = run_cell(objective, size, seed, args, teacher, round_)
+                            teacher = str(checkpoint)
                             if new:
                                 record(row)
                         continue

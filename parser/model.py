@@ -38,7 +38,8 @@ class Parser(LightningModule):
         terms: the training loss, a list of terms (objective, data, weight); ``train.py``'s
             default is tree likelihood on the labeled sentences.
         teacher: checkpoint of this framework whose scores the terms that need a teacher
-            read (distillation); frozen and not saved in this model's checkpoints.
+            read (distillation), or a list of them (an ensemble: the mean of their scores);
+            frozen and not saved in this model's checkpoints.
         teacher_ema: instead, a teacher that is the moving average of this parser's weights
             with this decay (self-distillation that needs no other labeled data).
         decoding: trees from scores (:class:`~parser.decoding.decode.Decoding`: tree set, projective,
@@ -52,7 +53,7 @@ class Parser(LightningModule):
     ADAMW_BETAS = (0.9, 0.9)  # Dozat & Manning's beta2 = 0.9: the second moment adapts fast
 
     def __init__(self, encoder: str = "all-MiniLM-L6-v2", encoder_options: EncoderOptions = EncoderOptions(),
-                 heads: Heads = Heads(), terms: list[Term] | None = None, teacher: str | None = None,
+                 heads: Heads = Heads(), terms: list[Term] | None = None, teacher: str | list[str] | None = None,
                  teacher_ema: float | None = None, decoding: Decoding = Decoding(), lr: float = 2e-3,
                  encoder_lr: float = 5e-5, weight_decay: float = 0.01, warmup_steps: int = 200,
                  labels: list[str] | None = None):
@@ -105,10 +106,11 @@ class Parser(LightningModule):
             self._teacher = self._load_teacher()
 
     def _load_teacher(self) -> Teacher:
-        path = self.hparams.teacher
-        if path:
-            loaded = Parser.load(path)
-            return Teacher.frozen(loaded.network, path, loaded.decoding.multiroot, self.decoding.multiroot)
+        paths = self.hparams.teacher
+        if paths:
+            loaded = [(path, Parser.load(path)) for path in ([paths] if isinstance(paths, str) else paths)]
+            return Teacher.frozen([(path, parser.network, parser.decoding.multiroot) for path, parser in loaded],
+                                  self.decoding.multiroot)
         return Teacher.moving_average(self.network, self.hparams.teacher_ema)
 
     def forward(self, words: list[list[str]], subwords=None) -> Scores:
@@ -119,7 +121,7 @@ class Parser(LightningModule):
         """The teacher goes where the parser went: Lightning moves the parser back to the
         CPU after ``fit``, and a teacher left on the GPU would hold its memory."""
         if self._teacher is not None:
-            self._teacher.network.to(self.device)
+            self._teacher.to(self.device)
 
     # ----------------------------------------------------------------- training
     def training_step(self, batch: Batch | dict[str, Batch], batch_idx: int) -> Tensor:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import yaml
 
 import train
 from objectives.schedule import Schedule
@@ -325,6 +326,16 @@ def test_every_shipped_config_ends_a_short_run_cleanly(name, tiny_bert_dir, ud_d
     _short_run(name, tiny_bert_dir, _slice(ud_dir, tmp_path, 30), tmp_path, extra)
 
 
+def test_a_student_learns_from_several_teachers(tiny_bert_dir, ud_dir, tmp_path, teacher_checkpoint):
+    """``--model.teacher '[A, B]'``: the student distils their ensemble (the mean of their
+    scores, tests/parser/test_model.py), and its checkpoint names both teachers."""
+    data = _slice(ud_dir, tmp_path, 30)
+    second = _short_run("likelihood", tiny_bert_dir, data, tmp_path / "second", ["--seed_everything", "2"])
+    best = _short_run("kl", tiny_bert_dir, data, tmp_path / "student",
+                      ["--model.teacher", f"[{teacher_checkpoint}, {second}]", "--data.labeled_size", "10"])
+    assert torch.load(best, weights_only=False)["hyper_parameters"]["teacher"] == [str(teacher_checkpoint), str(second)]
+
+
 def test_a_run_without_logger_or_checkpoints_ends_cleanly(tiny_bert_dir, ud_dir, tmp_path):
     """``--trainer.logger false --trainer.enable_checkpointing false`` (a quick probe): the
     default callbacks that need a logger or checkpoints step aside instead of Lightning
@@ -366,6 +377,41 @@ def test_self_distillation_rounds_chain_their_teachers(monkeypatch, tmp_path):
     low_resource.main()
     assert calls == [("supervised", None, None), ("self_distill", 1, str(tmp_path / "supervisedNone.ckpt")),
                      ("self_distill", 2, str(tmp_path / "self_distill1.ckpt"))]
+
+
+def test_an_ensemble_of_supervised_seeds_teaches_the_first_round(monkeypatch, tmp_path):
+    """``--ensemble-seeds 1 2``: round 1 of seed 3 learns from the supervised cells of seeds 1
+    and 2 (trained or reused after its own), passed to train.py as one list; round 2 from
+    round 1's student; the rounds' rows and folders name the ensemble."""
+    from benchmarks import low_resource
+
+    calls, real_cell = [], low_resource.run_cell
+
+    def fake_cell(objective, size, seed, args, teacher=None, round_=None):
+        calls.append((objective, seed, round_, teacher))
+        return {"objective": objective}, tmp_path / f"{objective}{round_}-s{seed}.ckpt", True
+
+    monkeypatch.setattr(low_resource, "run_cell", fake_cell)
+    monkeypatch.setattr(low_resource, "report", lambda results: "")
+    monkeypatch.setattr(low_resource, "figure", lambda results, path: path)
+    monkeypatch.setattr("sys.argv", ["low_resource", "--objectives", "supervised", "self_distill", "--rounds", "2",
+                                     "--sizes", "100", "--seeds", "3", "--ensemble-seeds", "1", "2",
+                                     "--results", str(tmp_path / "r.jsonl")])
+    low_resource.main()
+    ensemble = [str(tmp_path / "supervisedNone-s1.ckpt"), str(tmp_path / "supervisedNone-s2.ckpt")]
+    assert calls == [("supervised", 3, None, None), ("supervised", 1, None, None), ("supervised", 2, None, None),
+                     ("self_distill", 3, 1, ensemble), ("self_distill", 3, 2, str(tmp_path / "self_distill1-s3.ckpt"))]
+    command = low_resource.train_command("self_distill", 100, 3, "UD_X", "out", ensemble)
+    assert yaml.safe_load(command[command.index("--model.teacher") + 1]) == ensemble
+
+    launched = _stop_at_launch(monkeypatch)
+    args = low_resource.argparse.Namespace(output=str(tmp_path), results=str(tmp_path / "r.jsonl"), train_args="",
+                                           treebank="UD_X", teacher=None, data_root=str(tmp_path), partial_arcs=None,
+                                           ensemble_seeds=[1, 2])
+    with pytest.raises(_Launched):
+        real_cell("self_distill", 100, 3, args, ensemble, 1)
+    out = launched[0][launched[0].index("--trainer.default_root_dir") + 1]
+    assert Path(out).name == "self_distill1e12-k100-s3"
 
 
 def test_low_resource_driver_reuses_recorded_cells(tmp_path, monkeypatch):

@@ -9,6 +9,7 @@ import pytest
 import torch
 from lightning.pytorch import Trainer, seed_everything
 
+from objectives.baselines import enumerate_trees
 from objectives.entropy_regularizer import EntropyRegularizer
 from objectives.ge import GeneralizedExpectation, estimate_targets
 from objectives.kl import Distillation
@@ -292,7 +293,7 @@ def test_a_teacher_from_another_treebank_distils_its_labels_by_name(tiny_bert_di
     student = tiny_parser(tiny_bert_dir, labels=labels)
     teacher = tiny_parser(tiny_bert_dir, labels=teacher_labels).eval()
     batch = collate(sentences, student.network.upos_vocab, student.network.label_vocab)
-    given = Teacher(teacher.network).scores(batch.words, labels, student.device)
+    given = Teacher([teacher.network]).scores(batch.words, labels, student.device)
     with torch.no_grad():
         own = teacher(batch.words).labels
     assert given.labels.shape[-1] == len(labels)
@@ -303,6 +304,35 @@ def test_a_teacher_from_another_treebank_distils_its_labels_by_name(tiny_bert_di
     loss.backward()
     assert math.isfinite(float(loss))
     assert all(torch.isfinite(p.grad).all() for p in student.network.scorer.parameters() if p.grad is not None)
+
+
+def test_several_teachers_teach_their_product_of_experts(tiny_bert_dir, small_treebank):
+    """An ensemble teacher gives the mean of its parsers' arc and label scores, so its tree
+    distribution is the normalised geometric mean of theirs: ``log p(d) = mean_i log p_i(d)
+    - log Z`` for every tree (enumerated on a short sentence)."""
+    sentences = [s for s in read_conllu(small_treebank) if len(s.words) <= 5][:2]
+    labels = sorted({d for s in read_conllu(small_treebank) for d in s.deprels})
+    parsers = []
+    for seed in (1, 2):
+        seed_everything(seed)
+        parsers.append(tiny_parser(tiny_bert_dir, labels=labels).eval())
+    words = [s.words for s in sentences]
+    ensemble = Teacher([p.network for p in parsers]).scores(words, labels, torch.device("cpu"))
+    with torch.no_grad():
+        own = [p(words) for p in parsers]
+    torch.testing.assert_close(ensemble.arcs, (own[0].arcs + own[1].arcs) / 2)
+    torch.testing.assert_close(ensemble.labels, (own[0].labels + own[1].labels) / 2)
+    n = len(words[0])
+    heads = enumerate_trees(n, multiroot=False)[:, 1:]  # (T, n): every single-root tree of the first sentence
+
+    def log_probs(arcs: torch.Tensor) -> torch.Tensor:  # log p(d) of each tree, arcs[b, head, dependent]
+        score = arcs[0, : n + 1, : n + 1].double()[heads, torch.arange(1, n + 1)].sum(1)
+        return score - torch.logsumexp(score, 0)
+
+    geometric = (log_probs(own[0].arcs) + log_probs(own[1].arcs)) / 2
+    torch.testing.assert_close(log_probs(ensemble.arcs), geometric - torch.logsumexp(geometric, 0))
+    with pytest.raises(ValueError, match="one moving average"):
+        Teacher([p.network for p in parsers], decay=0.9)
 
 
 def test_ema_teacher_follows_the_student(tiny_bert_dir, small_treebank, tmp_path):
@@ -318,7 +348,7 @@ def test_ema_teacher_follows_the_student(tiny_bert_dir, small_treebank, tmp_path
     trainer = _trainer(tmp_path, steps=1)
     trainer.fit(model, data)
     assert math.isfinite(float(trainer.callback_metrics["train/distillation"]))
-    teacher = dict(model._teacher.network.named_parameters())
+    teacher = dict(model._teacher.networks[0].named_parameters())
     moved = 0
     for (name, student), initial in zip(model.network.named_parameters(), start):
         torch.testing.assert_close(teacher[name], 0.5 * initial + 0.5 * student.detach())
