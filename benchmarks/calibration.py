@@ -1,11 +1,12 @@
 """How well a parser's tree distribution is calibrated on the text a student distils from.
 
-    python -m benchmarks.calibration --run NAME CKPT UD_TREEBANK [--run ...] [--labeled 100] [--sentences 1000]
+    python -m benchmarks.calibration --run NAME CKPT[,CKPT...] UD_TREEBANK [--run ...] [--labeled 100] [--sentences 1000]
         [--split unlabeled|dev|test] [--bins 10] [--temperatures 0.5 0.75 1 1.5 2] [--results FILE.jsonl]
 
 A self-distilled student learns the teacher's arc marginals on the unlabeled sentences, so
 what it can take from them depends on how much they say beyond the teacher's 1-best tree.
-Per run (``NAME``: the row's name; ``CKPT``: a checkpoint; the treebank's training file):
+Per run (``NAME``: the row's name; ``CKPT``: a checkpoint, or several joined by commas: their
+ensemble, the mean of their scores, as ``--model.teacher [A, B]`` teaches; the treebank's training file):
 the gold trees of the sentences after the first ``--labeled`` (``--split unlabeled``, the
 text of ``--data.labeled_size``; ``dev``/``test`` for those files), ``--sentences`` of them
 evenly spread over the file, scored by the network and normalised by the matrix-tree theorem
@@ -46,6 +47,7 @@ from parser.data.batch import collate
 from parser.data.datamodule import DependencyDataModule
 from parser.data.sentences import Sentence, read_conllu
 from parser.model import Parser
+from parser.training.teacher import Teacher
 
 TINY = 1e-12  # floor of a marginal before its log: a gold arc the model rules out costs log(1e12)
 
@@ -71,16 +73,19 @@ def sample(sentences: list[Sentence], count: int) -> list[Sentence]:
 
 
 @torch.no_grad()
-def head_marginals(parser: Parser, sentences: list[Sentence], temperatures: list[float], batch_size: int = 32) -> Words:
-    """Score ``sentences`` with ``parser``'s network and collect every word's head
-    marginals at each temperature, its gold head and its decoded head, in input order."""
-    network, decoding = parser.network, parser.decoding
+def head_marginals(parsers: list[Parser], sentences: list[Sentence], temperatures: list[float],
+                   batch_size: int = 32) -> Words:
+    """Score ``sentences`` with the parsers' networks (several: the mean of their scores) and
+    collect every word's head marginals at each temperature, its gold head and its decoded
+    head (the first parser's decoding), in input order."""
+    network, decoding = parsers[0].network, parsers[0].decoding
+    teacher = Teacher([parser.network for parser in parsers])
     longest = max(len(s) for s in sentences) + 1
     columns: list[list[Tensor]] = [[] for _ in temperatures]
     gold, decoded = [], []
     for start in range(0, len(sentences), batch_size):
         batch = collate(sentences[start : start + batch_size], network.upos_vocab, None)
-        scores = network(batch.words, batch.subwords)
+        scores = teacher.scores(batch.words, network.label_vocab.itos, parsers[0].device)
         lengths = batch.lengths.to(scores.arcs.device)
         heads, _ = decoding(scores.arcs, scores.labels, lengths)
         arcs = scores.arcs.double()
@@ -145,7 +150,8 @@ def main() -> None:
         data = DependencyDataModule(treebank=treebank, root=args.data_root)
         text = read_conllu(data.path("train" if args.split == "unlabeled" else args.split))
         text = sample(text[args.labeled:] if args.split == "unlabeled" else text, args.sentences)
-        row = report(head_marginals(Parser.load(checkpoint), text, temperatures), args.bins)
+        parsers = [Parser.load(path) for path in checkpoint.split(",")]
+        row = report(head_marginals(parsers, text, temperatures), args.bins)
         if args.results:
             with open(args.results, "a", encoding="utf-8") as file:
                 file.write(json.dumps({"run": name, "checkpoint": checkpoint, "treebank": treebank, "split": args.split,

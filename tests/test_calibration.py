@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from benchmarks import calibration
+from objectives.mtt import marginals
 from parser.data.sentences import read_conllu
 from parser.model import Parser
 from parser.network import Heads
@@ -46,7 +47,7 @@ def test_head_marginals_of_a_parser(tiny_bert_dir, ud_dir):
     for parameter in parser.network.scorer.parameters():  # random, not zero, scores
         torch.nn.init.normal_(parameter, std=0.5)
     parser.eval()
-    words = calibration.head_marginals(parser, sentences, [1.0, 4.0], batch_size=4)
+    words = calibration.head_marginals([parser], sentences, [1.0, 4.0], batch_size=4)
     count = sum(len(s) for s in sentences)
     assert words.gold.tolist() == [h for s in sentences for h in s.heads]
     assert words.decoded.tolist() == [h for p in parser.parse([s.words for s in sentences]) for h in p.heads]
@@ -60,6 +61,27 @@ def test_head_marginals_of_a_parser(tiny_bert_dir, ud_dir):
         start += len(s)
     sharp, flat = (calibration.scores(mu, words.gold, 10)["entropy"] for mu in words.marginals)
     assert flat > sharp
+
+
+def test_an_ensemble_is_scored_by_its_mean_scores(tiny_bert_dir, ud_dir):
+    """Several parsers: the marginals are those of the mean of their arc scores (their
+    product of experts), not the mean of their marginals."""
+    sentences = read_conllu(ud_dir / "UD_Wolof-WTB/wo_wtb-ud-dev.conllu")[:4]
+    parsers = []
+    for seed in (0, 1):
+        torch.manual_seed(seed)
+        parser = Parser(encoder=str(tiny_bert_dir), heads=Heads(32, 16), labels=["dep", "root"])
+        for parameter in parser.network.scorer.parameters():
+            torch.nn.init.normal_(parameter, std=0.5)
+        parsers.append(parser.eval())
+    ensemble = calibration.head_marginals(parsers, sentences, [1.0], batch_size=4).marginals[0]
+    alone = [calibration.head_marginals([p], sentences, [1.0], batch_size=4).marginals[0] for p in parsers]
+    n = len(sentences[0])
+    with torch.no_grad():
+        arcs = sum(p.network([sentences[0].words]).arcs.double() for p in parsers) / 2
+    mu = marginals(arcs, torch.tensor([n]), parsers[0].decoding.multiroot)[0, : n + 1, 1 : n + 1].T
+    torch.testing.assert_close(ensemble[:n, : n + 1], mu, atol=1e-5, rtol=1e-4)  # float32 scores, batched
+    assert not torch.allclose(ensemble, (alone[0] + alone[1]) / 2)
 
 
 def test_main_prints_the_table_and_records_each_run(tiny_bert_dir, ud_dir, tmp_path, monkeypatch, capsys):
