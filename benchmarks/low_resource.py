@@ -228,7 +228,7 @@ def run_cell(objective: str, size: int | str, seed: int, args: argparse.Namespac
         variant = f"{variant[:MAX_VARIANT_CHARS - 11]}_{hashlib.sha1(train_args.encode()).hexdigest()[:10]}"
     partial = f"-partial{args.partial_arcs}" if args.partial_arcs is not None else ""
     ensemble = getattr(args, "ensemble_seeds", None) if round_ is not None else None
-    lineage = f"e{''.join(map(str, ensemble))}" if ensemble else ""
+    lineage = f"e{'_'.join(map(str, ensemble))}" if ensemble else ""  # e1_2_3: seeds 1, 23 and 12, 3 differ
     out = Path(args.output) / f"{objective}{'' if round_ is None else round_}{lineage}-k{size}{partial}-s{seed}{variant}"
     label = train_args if round_ is None else f"round {round_}" + (
         f" teachers of seeds {' '.join(map(str, ensemble))}" if ensemble else "") + (f" {train_args}" if train_args else "")

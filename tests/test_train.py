@@ -411,7 +411,7 @@ def test_an_ensemble_of_supervised_seeds_teaches_the_first_round(monkeypatch, tm
     with pytest.raises(_Launched):
         real_cell("self_distill", 100, 3, args, ensemble, 1)
     out = launched[0][launched[0].index("--trainer.default_root_dir") + 1]
-    assert Path(out).name == "self_distill1e12-k100-s3"
+    assert Path(out).name == "self_distill1e1_2-k100-s3"
 
 
 def test_low_resource_driver_reuses_recorded_cells(tmp_path, monkeypatch):
