@@ -32,6 +32,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from datetime import date
 from pathlib import Path
 
@@ -54,7 +55,9 @@ RECIPES = {"supervised": "likelihood_low_resource", "entropy": "entropy", "ge": 
 # self_sample: the same rounds, the student trained on trees sampled from the teacher;
 # self_ge: GE whose targets are that teacher's expected rates on each unlabeled batch.
 # --ensemble-seeds S...: round 1's teacher is instead the ensemble of the supervised cells of
-# those seeds (the mean of their scores); its rounds' rows say "teachers of seeds S...".
+# those seeds (the mean of their scores); its rounds' rows say "teachers of seeds S...". With
+# --committee every later round learns from the ensemble of the previous round's students of
+# those seeds too ("round 2 committee of seeds S...", folders c1_2_3 beside round 1's e1_2_3).
 SELF_TRAINING = ("self_distill", "self_sample", "self_ge")
 DISTILLING = ("kl", *SELF_TRAINING, "cross_treebank")  # the recipes that take a teacher
 # cross_treebank: KL from a teacher trained on all of other treebanks (--teacher-treebank: one,
@@ -216,6 +219,30 @@ def cell_args(objective: str, args: argparse.Namespace) -> str:
     return f"{args.train_args} {student_args}".strip()
 
 
+def self_training_cell(objective: str, size: int | str, seed: int, round_: int, args: argparse.Namespace,
+                       record: Callable[[dict], None], cells: dict[tuple, Path]) -> Path:
+    """The best checkpoint of round ``round_`` of a self-training lineage (round 0: the supervised
+    cell), trained after its teachers unless recorded; ``cells`` keeps those already found. Its
+    teacher: the previous round of the same seed; for round 1 with ``--ensemble-seeds``, their
+    supervised cells; for every round with ``--committee``, the previous round's cells of those seeds."""
+    key = (objective if round_ else "supervised", size, seed, round_)
+    if key in cells:
+        return cells[key]
+    if round_ == 0:
+        row, checkpoint, new = run_cell("supervised", size, seed, args)
+    else:
+        if args.ensemble_seeds and (round_ == 1 or args.committee):
+            teacher = [str(self_training_cell(objective, size, other, round_ - 1, args, record, cells))
+                       for other in args.ensemble_seeds]
+        else:
+            teacher = str(self_training_cell(objective, size, seed, round_ - 1, args, record, cells))
+        row, checkpoint, new = run_cell(objective, size, seed, args, teacher, round_)
+    if new:
+        record(row)
+    cells[key] = checkpoint
+    return checkpoint
+
+
 def run_cell(objective: str, size: int | str, seed: int, args: argparse.Namespace,
              teacher: str | list[str] | None = None, round_: int | None = None) -> tuple[dict, Path, bool]:
     """Train one cell, parse the test set with its best checkpoint; its row, that checkpoint,
@@ -228,10 +255,12 @@ def run_cell(objective: str, size: int | str, seed: int, args: argparse.Namespac
         variant = f"{variant[:MAX_VARIANT_CHARS - 11]}_{hashlib.sha1(train_args.encode()).hexdigest()[:10]}"
     partial = f"-partial{args.partial_arcs}" if args.partial_arcs is not None else ""
     ensemble = getattr(args, "ensemble_seeds", None) if round_ is not None else None
-    lineage = f"e{'_'.join(map(str, ensemble))}" if ensemble else ""  # e1_2_3: seeds 1, 23 and 12, 3 differ
+    committee = bool(ensemble) and getattr(args, "committee", False) and round_ > 1
+    lineage = f"{'c' if committee else 'e'}{'_'.join(map(str, ensemble))}" if ensemble else ""  # e1_2_3, not e123
     out = Path(args.output) / f"{objective}{'' if round_ is None else round_}{lineage}-k{size}{partial}-s{seed}{variant}"
     label = train_args if round_ is None else f"round {round_}" + (
-        f" teachers of seeds {' '.join(map(str, ensemble))}" if ensemble else "") + (f" {train_args}" if train_args else "")
+        f" {'committee' if committee else 'teachers'} of seeds {' '.join(map(str, ensemble))}" if ensemble else ""
+    ) + (f" {train_args}" if train_args else "")
     if partial:
         label = f"partial_arcs {args.partial_arcs}" + (f" {label}" if label else "")
     if objective == "cross_treebank":
@@ -478,6 +507,8 @@ def main() -> None:
     cli.add_argument("--rounds", type=int, default=2, help="self_distill rounds (each student teaches the next)")
     cli.add_argument("--ensemble-seeds", nargs="+", type=int, help="self-training's first teacher: the ensemble "
                      "(mean scores) of the supervised cells of these seeds, not the cell of the student's own seed")
+    cli.add_argument("--committee", action="store_true", help="with --ensemble-seeds: every round's teacher is the "
+                     "ensemble of the previous round's cells of those seeds (trained too), not round 1's only")
     cli.add_argument("--teacher-labeled", type=int, help="labeled sentences the teacher trained on, recorded as a kl "
                      "row's extra_labeled (default: read from the teacher's checkpoint, 0 if it does not say)")
     # the recipe of every cell is its config (RECIPES); change it here, recorded as the row's variant
@@ -506,6 +537,8 @@ def main() -> None:
         if args.partial_arcs is not None and (args.objectives != ["supervised"] or ALL in args.sizes
                                               or not 0 < args.partial_arcs < 1):
             cli.error("--partial-arcs takes a share in (0, 1), --objectives supervised and numeric --sizes")
+        if args.committee and not args.ensemble_seeds:
+            cli.error("--committee needs --ensemble-seeds: the seeds of the committee")
         if set(SELF_TRAINING) & set(args.objectives) and "supervised" not in args.objectives:
             cli.error(f"{', '.join(SELF_TRAINING)} start from the supervised cell: list supervised among --objectives")
 
@@ -515,28 +548,17 @@ def main() -> None:
             print(json.dumps(row), flush=True)
 
         for size in args.sizes:
+            cells: dict[tuple, Path] = {}  # (objective, size, seed, round) -> best checkpoint: self-training's teachers
             for seed in args.seeds:
-                best: dict[str, Path] = {}
                 for objective in args.objectives:
                     if objective == "cross_treebank":
                         teacher = other_treebank_teacher(args, record)
                         row, _, new = run_cell(objective, size, seed, args, str(teacher))
                     elif objective not in SELF_TRAINING:
-                        row, best[objective], new = run_cell(objective, size, seed, args)
+                        row, cells[objective, size, seed, 0], new = run_cell(objective, size, seed, args)
                     else:
-                        teacher = str(best["supervised"])
-                        if args.ensemble_seeds:
-                            teacher = []
-                            for other in args.ensemble_seeds:
-                                row, checkpoint, new = run_cell("supervised", size, other, args)
-                                teacher.append(str(checkpoint))
-                                if new:
-                                    record(row)
                         for round_ in range(1, args.rounds + 1):
-                            row, checkpoint, new = run_cell(objective, size, seed, args, teacher, round_)
-                            teacher = str(checkpoint)
-                            if new:
-                                record(row)
+                            self_training_cell(objective, size, seed, round_, args, record, cells)
                         continue
                     if new:
                         record(row)

@@ -414,6 +414,41 @@ def test_an_ensemble_of_supervised_seeds_teaches_the_first_round(monkeypatch, tm
     assert Path(out).name == "self_distill1e1_2-k100-s3"
 
 
+def test_a_committee_of_seeds_teaches_every_round(monkeypatch, tmp_path):
+    """``--ensemble-seeds 1 2 --committee``: round 1 of seed 3 learns from the supervised cells
+    of seeds 1 and 2, round 2 from their own round-1 students (trained first), each cell once;
+    the committee's rounds are named apart from round 1's ensemble."""
+    from benchmarks import low_resource
+
+    calls, real_cell = [], low_resource.run_cell
+
+    def fake_cell(objective, size, seed, args, teacher=None, round_=None):
+        calls.append((objective, seed, round_, teacher))
+        return {"objective": objective}, tmp_path / f"{objective}{round_}-s{seed}.ckpt", True
+
+    monkeypatch.setattr(low_resource, "run_cell", fake_cell)
+    monkeypatch.setattr(low_resource, "report", lambda results: "")
+    monkeypatch.setattr(low_resource, "figure", lambda results, path: path)
+    monkeypatch.setattr("sys.argv", ["low_resource", "--objectives", "supervised", "self_distill", "--rounds", "2",
+                                     "--sizes", "100", "--seeds", "3", "--ensemble-seeds", "1", "2", "--committee",
+                                     "--results", str(tmp_path / "r.jsonl")])
+    low_resource.main()
+    supervised = [str(tmp_path / "supervisedNone-s1.ckpt"), str(tmp_path / "supervisedNone-s2.ckpt")]
+    round_1 = [str(tmp_path / "self_distill1-s1.ckpt"), str(tmp_path / "self_distill1-s2.ckpt")]
+    assert calls == [("supervised", 3, None, None), ("supervised", 1, None, None), ("supervised", 2, None, None),
+                     ("self_distill", 3, 1, supervised), ("self_distill", 1, 1, supervised),
+                     ("self_distill", 2, 1, supervised), ("self_distill", 3, 2, round_1)]
+
+    launched = _stop_at_launch(monkeypatch)
+    args = low_resource.argparse.Namespace(output=str(tmp_path), results=str(tmp_path / "r.jsonl"), train_args="",
+                                           treebank="UD_X", teacher=None, data_root=str(tmp_path), partial_arcs=None,
+                                           ensemble_seeds=[1, 2], committee=True)
+    for round_, folder in ((1, "self_distill1e1_2-k100-s3"), (2, "self_distill2c1_2-k100-s3")):
+        with pytest.raises(_Launched):
+            real_cell("self_distill", 100, 3, args, supervised, round_)
+        assert Path(launched[-1][launched[-1].index("--trainer.default_root_dir") + 1]).name == folder
+
+
 def test_low_resource_driver_reuses_recorded_cells(tmp_path, monkeypatch):
     """A cell whose row is in --results and whose best checkpoint is still there is not
     trained again: adding a round or resuming a grid starts where the last run stopped."""
