@@ -1,9 +1,10 @@
 """Generalized expectation (GE) criteria on dependency arcs (Druck et al. 2009; Naseem et al. 2010).
 
 A :class:`Constraint` says how often a word of tag ``child`` should attach to a word of tag
-``parent`` (or to the root). Its feature fires on an arc h -> m when
-``upos[h] == parent`` (``h == 0`` for ``"root"``), ``upos[m] == child`` and, if a direction
-is given, the child is on that side of its head. The model's rate is the expected number
+``parent`` (any word for ``"any"``, the root for ``"root"``). Its feature fires on an arc
+h -> m when ``upos[h] == parent`` (``h >= 1`` for ``"any"``, ``h == 0`` for ``"root"``),
+``upos[m] == child``, if a direction is given the child is on that side of its head, and
+if a distance is given ``|h - m|`` lies in it. The model's rate is the expected number
 of such arcs in the batch over the number of ``child`` words in it,
 ``p_k = E[sum_e f_k(e)] / #child_k``, an estimate of ``p(parent | child)``; the loss
 penalises its distance to the target. Tags may be soft: ``batch.upos`` holds tag ids or
@@ -11,12 +12,17 @@ tag probabilities (a tagger's output), and the counts are then expected counts. 
 ``configs/rules/naseem_ud.yaml`` for the format). Targets come from the rules file or are
 estimated from gold trees (a small labeled sample) with :meth:`GeneralizedExpectation.fit_targets`;
 ``"tag_pairs"`` names the constraint set of every (parent, child, direction) tag triple, whose
-targets, estimated from a sample, give the whole head-tag distribution of each child tag.
+targets, estimated from a sample, give the whole head-tag distribution of each child tag;
+``"distances"`` the set of every (child, direction, distance bucket), the distribution of how
+far and on which side each child tag's head lies (:func:`distance_constraints`). A list may
+mix such names and constraints.
 
-Memory. The expected count of every (parent tag, child tag, side) triple is a contraction
-of the arc marginals with the head's and the child's tag distributions,
-``sum_b sum_{h,m} mu[b,h,m] [side] P[b,h,p] P[b,m,c]``: O(B N^2 T) time and O(B N T + T^2)
-memory, whatever the number of constraints K (no ``(B, N+1, N+1, K)`` feature tensor).
+Memory. The constraints' (direction, distance) pairs are a few arc classes, each a
+``(N+1, N+1)`` mask of positions. The expected count of every (parent tag, child tag, class)
+is a contraction of the masked arc marginals with the head's and the child's tag
+distributions, ``sum_b sum_{h,m} mu[b,h,m] [class] P[b,h,p] P[b,m,c]``: O(C B N^2 T) time and
+O(B N^2 + C T^2) memory for C classes, whatever the number of constraints K (no
+``(B, N+1, N+1, K)`` feature tensor).
 """
 
 from __future__ import annotations
@@ -39,17 +45,23 @@ from .mtt import no_autocast
 from .objective import Objective, ObjectiveContext, Scores, TreeBatch
 
 __all__ = [
-    "ROOT", "TAG_PAIRS", "MIN_COUNT", "Constraint", "load_constraints", "tag_pair_constraints", "estimate_targets",
-    "GeneralizedExpectation", "RuleCoverage",
+    "ROOT", "ANY", "TAG_PAIRS", "DISTANCES", "DISTANCE_BUCKETS", "MIN_COUNT", "Constraint", "load_constraints",
+    "tag_pair_constraints", "distance_constraints", "estimate_targets", "GeneralizedExpectation", "RuleCoverage",
 ]  # fmt: skip
 
 ROOT = "root"
+ANY = "any"  # a constraint's parent that is any word (not the root)
 TAG_PAIRS = "tag_pairs"  # the name of the constraint set built by tag_pair_constraints()
+DISTANCES = "distances"  # the name of the constraint set built by distance_constraints()
+DISTANCE_BUCKETS = ((1, 1), (2, 2), (3, 6), (7, None))
+"""The ``|h - m|`` ranges of :func:`distance_constraints` (inclusive; None: no upper bound)."""
 MIN_COUNT = 10
 """Default least number of words of a child tag in the labeled sample for a target to be
 estimated for its constraints (with fewer, the rate would be noise and the constraint is left out)."""
 _ROOT_ID = -1  # parent id of a root constraint: never a vocabulary index
-_SIDES = {None: 0, "left": 1, "right": 2}  # index into the (either, left, right) count tables
+_ANY_ID = -2  # parent id of an any-word constraint
+_SIDES = {None: 0, "left": 1, "right": 2}  # index into the (either, left, right) side masks
+_FAR = 2**31 - 1  # the upper end of a distance range without one
 _EPS = 1e-6  # rates and targets are clamped to [eps, 1 - eps] inside the Bernoulli KL
 log = logging.getLogger(__name__)
 NO_UPOS = (
@@ -69,6 +81,8 @@ class Constraint:
             labeled sample.
         direction: ``"left"`` (the child precedes its head), ``"right"`` (it follows its
             head) or ``None`` (either side).
+        distance: ``|h - m|`` as a number, an inclusive range ``(lo, hi)`` (``hi`` None: no
+            upper bound), or ``None`` (any); not for root arcs. Stored as ``(lo, hi)``.
 
     Tags are checked against the vocabulary the objective is set up with.
     """
@@ -77,16 +91,35 @@ class Constraint:
     child: str
     target: float | None = None
     direction: str | None = None
+    distance: int | tuple[int, int | None] | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.parent, str) or not self.parent:
-            raise ConfigurationError(f"parent must be a UPOS tag or {ROOT!r}, got {self.parent!r}")
-        if not isinstance(self.child, str) or not self.child or self.child == ROOT:
+            raise ConfigurationError(f"parent must be a UPOS tag, {ANY!r} or {ROOT!r}, got {self.parent!r}")
+        if self.distance is not None:
+            bounds = (self.distance, self.distance) if isinstance(self.distance, int) else tuple(self.distance)
+            if (len(bounds) != 2 or not isinstance(bounds[0], int) or bounds[0] < 1
+                    or not (bounds[1] is None or isinstance(bounds[1], int) and bounds[1] >= bounds[0])):
+                raise ConfigurationError(f"distance must be a number >= 1 or a range [lo, hi] with 1 <= lo <= hi "
+                                         f"(hi may be null), got {self.distance!r}")
+            if self.parent == ROOT:
+                raise ConfigurationError("a root arc has no distance: leave it out of root constraints")
+            object.__setattr__(self, "distance", bounds)
+        if not isinstance(self.child, str) or not self.child or self.child in (ROOT, ANY):
             raise ConfigurationError(f"child must be a UPOS tag, got {self.child!r}")
         if self.direction not in _SIDES:
             raise ConfigurationError(f"direction must be 'left', 'right' or None, got {self.direction!r}")
         if self.target is not None and not 0 <= self.target <= 1:
             raise ConfigurationError(f"target must lie in [0, 1], got {self.target}")
+
+
+def _constraints(given: str | Path | Sequence[Constraint | dict | str]) -> list[Constraint]:
+    """Constraints from a family name (:data:`FAMILIES`), a rules file, or a list of
+    constraints, their fields as dicts, and family names."""
+    if isinstance(given, (str, Path)):
+        return FAMILIES[given]() if given in FAMILIES else load_constraints(given)
+    return [c for item in given for c in (_constraints(item) if isinstance(item, str) else
+                                          [item if isinstance(item, Constraint) else Constraint(**item)])]
 
 
 def load_constraints(path: str | Path) -> list[Constraint]:
@@ -111,33 +144,55 @@ def tag_pair_constraints(tags: Sequence[str] = UPOS_TAGS) -> list[Constraint]:
     return constraints
 
 
-def _overlap_keys(constraints: Sequence[Constraint]) -> Iterable[tuple[str, str, str]]:
-    """The (parent, child, side) cells each constraint fires on: two constraints overlap
-    when they share one (a constraint without a direction fires on both sides)."""
-    for c in constraints:
-        for side in ("left", "right") if c.direction is None else (c.direction,):
-            yield c.parent, c.child, side
+def distance_constraints(tags: Sequence[str] = UPOS_TAGS,
+                         buckets: Sequence[tuple[int, int | None]] = DISTANCE_BUCKETS) -> list[Constraint]:
+    """Every (child, direction, distance bucket) of ``tags`` with any word as the head, without
+    targets: with targets estimated from gold trees, how far and on which side each child
+    tag's head lies (its root share is in :func:`tag_pair_constraints`)."""
+    return [Constraint(ANY, child, direction=side, distance=bucket)
+            for child in tags for side in ("left", "right") for bucket in buckets]
+
+
+FAMILIES = {TAG_PAIRS: tag_pair_constraints, DISTANCES: distance_constraints}
+
+
+def _overlap(a: Constraint, b: Constraint) -> bool:
+    """Whether some arc fires both constraints (a constraint without a direction fires on both
+    sides; any word heads all but the root)."""
+    parents = a.parent == b.parent or ROOT not in (a.parent, b.parent) and ANY in (a.parent, b.parent)
+    sides = None in (a.direction, b.direction) or a.direction == b.direction
+    (lo_a, hi_a), (lo_b, hi_b) = a.distance or (1, None), b.distance or (1, None)
+    distances = lo_a <= (hi_b or _FAR) and lo_b <= (hi_a or _FAR)
+    return a.child == b.child and parents and sides and distances
 
 
 class _Ids(NamedTuple):
-    """Constraints as ``(K,)`` long tensors: parent tag ids (``_ROOT_ID`` for root), child tag
-    ids, and the side they ask for (``_SIDES``)."""
+    """Constraints as ``(K,)`` long tensors: parent tag ids (``_ROOT_ID`` for root, ``_ANY_ID``
+    for any word), child tag ids, the side they ask for (``_SIDES``) and their arc class (a row
+    of ``classes``, ``(C, 3)``: side, least and greatest distance)."""
 
     parent: Tensor
     child: Tensor
     side: Tensor
+    arc_class: Tensor
+    classes: Tensor
 
 
 def _compile(constraints: Sequence[Constraint], upos_vocab: Sequence[str], device: torch.device | None) -> _Ids:
     index = {tag: i for i, tag in enumerate(upos_vocab)}
-    missing = {c.child for c in constraints} | {c.parent for c in constraints if c.parent != ROOT}
+    special = {ROOT: _ROOT_ID, ANY: _ANY_ID}
+    missing = {c.child for c in constraints} | {c.parent for c in constraints if c.parent not in special}
     missing -= index.keys()
     if missing:
         raise ConfigurationError(f"UPOS tags {sorted(missing)} of the constraints are not in the UPOS vocabulary {list(upos_vocab)}")
-    parent = [_ROOT_ID if c.parent == ROOT else index[c.parent] for c in constraints]
+    parent = [special[c.parent] if c.parent in special else index[c.parent] for c in constraints]
     child = [index[c.child] for c in constraints]
     side = [_SIDES[c.direction] for c in constraints]
-    return _Ids(*(torch.tensor(ids, dtype=torch.long, device=device) for ids in (parent, child, side)))
+    keys = [(_SIDES[c.direction], *(c.distance or (1, None))) for c in constraints]
+    classes = list(dict.fromkeys(key for key, c in zip(keys, constraints) if c.parent != ROOT)) or [(0, 1, None)]
+    arc_class = [classes.index(key) if c.parent != ROOT else 0 for key, c in zip(keys, constraints)]
+    classes = [(side_, lo, _FAR if hi is None else hi) for side_, lo, hi in classes]
+    return _Ids(*(torch.tensor(ids, dtype=torch.long, device=device) for ids in (parent, child, side, arc_class, classes)))
 
 
 def tag_distributions(upos: Tensor, lengths: Tensor, num_tags: int, dtype: torch.dtype) -> Tensor:
@@ -155,38 +210,56 @@ def tag_distributions(upos: Tensor, lengths: Tensor, num_tags: int, dtype: torch
     return probs * word_mask(lengths, upos.shape[1] - 1).unsqueeze(-1)
 
 
+def _class_masks(classes: Tensor, size: int, dtype: torch.dtype) -> Tensor:
+    """``(C, N+1, N+1)``: 1 where an arc h -> m of a word head (h >= 1) is of the class (side,
+    distance range) of each row of ``classes`` ``(C, 3)``, for ``size = N+1`` positions."""
+    position = torch.arange(size, device=classes.device)
+    offset = position[:, None] - position[None, :]  # h - m: > 0 when the child is left of its head
+    sides = torch.stack([offset != 0, offset > 0, offset < 0])  # either, left, right
+    distance = offset.abs()
+    lo, hi = classes[:, 1, None, None], classes[:, 2, None, None]
+    masks = sides[classes[:, 0]] & (distance >= lo) & (distance <= hi)
+    masks[:, 0] = False  # root arcs: the root constraints'
+    return masks.to(dtype)
+
+
 def _expected_counts(ids: _Ids, mu: Tensor, tags: Tensor) -> Tensor:
     """``E[sum_e f_k(e)]`` summed over the batch: ``(K,)``, from arc marginals (or gold arc
     indicators) ``mu`` ``(B, N+1, N+1)`` and tag distributions ``tags`` ``(B, N+1, T)``.
 
-    ``sum_{b,h,m} mu[b,h,m] P[b,h,p] P[b,m,c]`` over all arcs and over those whose child is
-    left of its head (``m < h``: the strict lower triangle), for every tag pair, then
-    gathered per constraint; root constraints read ``sum_{b,m} mu[b,0,m] P[b,m,c]`` (a root
-    arc is always on the right). Differentiable w.r.t. ``mu``.
+    For each arc class, ``sum_{b,h,m} mu[b,h,m] [class] P[b,h,p] P[b,m,c]`` for every tag pair
+    (and summed over the heads for any-word constraints), then gathered per constraint; root
+    constraints read ``sum_{b,m} mu[b,0,m] P[b,m,c]`` (a root arc is always on the right).
+    Differentiable w.r.t. ``mu``.
     """
-    heads = torch.bmm(mu, tags)  # (B, N+1, T): [b, h, c]
-    left = torch.bmm(mu.tril(-1), tags)
-    flat = tags.flatten(0, 1).mT  # (T, B (N+1)); position 0 has no tag, so root arcs drop out
-    either, left = flat @ heads.flatten(0, 1), flat @ left.flatten(0, 1)  # (T, T): [p, c]
-    pairs = torch.stack([either, left, either - left])  # (3, T, T): either side, left, right
-    root = heads[:, 0].sum(0)  # (T,)
-    roots = torch.stack([root, torch.zeros_like(root), root])  # (3, T)
-    is_root = ids.parent == _ROOT_ID
-    return torch.where(is_root, roots[ids.side, ids.child], pairs[ids.side, ids.parent.clamp_min(0), ids.child])
+    flat = tags.flatten(0, 1).mT  # (T, B (N+1))
+    pairs, any_head = [], []
+    for mask in _class_masks(ids.classes, mu.shape[-1], mu.dtype):
+        masked = mu * mask
+        pairs.append(flat @ torch.bmm(masked, tags).flatten(0, 1))  # (T, T): [p, c]
+        any_head.append(flat @ masked.sum(1).flatten())  # (T,): [c]
+    pairs, any_head = torch.stack(pairs), torch.stack(any_head)  # (C, T, T), (C, T)
+    parent, child, arc_class = ids.parent, ids.child, ids.arc_class
+    root = (mu[:, 0].unsqueeze(-1) * tags).sum((0, 1))[child] * (ids.side != _SIDES["left"])  # on the right
+    return torch.where(parent == _ROOT_ID, root, torch.where(
+        parent == _ANY_ID, any_head[arc_class, child], pairs[arc_class, parent.clamp_min(0), child]))
 
 
 def _arc_weights(ids: _Ids, g: Tensor, tags: Tensor) -> Tensor:
     """``r[b, h, m] = sum_k g_k f_k(h -> m)``: ``(K,)`` weights, ``(B, N+1, T)`` tags ->
-    ``(B, N+1, N+1)``, through ``(T, T)`` tables (never a per-constraint arc tensor)."""
-    num_tags = tags.shape[-1]
-    is_root = ids.parent == _ROOT_ID
-    table = g.new_zeros(3, num_tags, num_tags)
-    table.index_put_((ids.side, ids.parent.clamp_min(0), ids.child), torch.where(is_root, 0.0, g), accumulate=True)
-    root = g.new_zeros(3, num_tags).index_put_((ids.side, ids.child), torch.where(is_root, g, 0.0), accumulate=True)
-    right, left = table[0] + table[2], table[0] + table[1]  # either side fires on both
-    r = tags @ right @ tags.mT  # [b, h, m] = sum_{p,c} P[b,h,p] W[p,c] P[b,m,c]
-    r += (tags @ (left - right) @ tags.mT).tril_(-1)  # m < h: the left table instead
-    r[:, 0] += tags @ (root[0] + root[2])  # root arcs are on the right
+    ``(B, N+1, N+1)``, through a ``(T, T)`` table per arc class (never a per-constraint arc tensor)."""
+    num_classes, num_tags = len(ids.classes), tags.shape[-1]
+    parent, child, arc_class = ids.parent, ids.child, ids.arc_class
+    table = g.new_zeros(num_classes, num_tags, num_tags).index_put_(
+        (arc_class, parent.clamp_min(0), child), torch.where(parent >= 0, g, 0.0), accumulate=True)
+    any_head = g.new_zeros(num_classes, num_tags).index_put_(
+        (arc_class, child), torch.where(parent == _ANY_ID, g, 0.0), accumulate=True)
+    root = torch.where((parent == _ROOT_ID) & (ids.side != _SIDES["left"]), g, 0.0)  # root arcs are on the right
+    r = tags.new_zeros(tags.shape[0], tags.shape[1], tags.shape[1])
+    for mask, weights, any_weights in zip(_class_masks(ids.classes, tags.shape[1], tags.dtype), table, any_head):
+        # [b, h, m] = sum_{p,c} P[b,h,p] W[p,c] P[b,m,c] + sum_c P[b,m,c] w[c], on the class's arcs
+        r += mask * (tags @ weights @ tags.mT + (tags @ any_weights).unsqueeze(1))
+    r[:, 0] += tags @ g.new_zeros(num_tags).index_put_((child,), root, accumulate=True)
     return r
 
 
@@ -270,7 +343,8 @@ class GeneralizedExpectation(Objective):
 
     Args:
         constraints: :class:`Constraint` objects (or their fields as dicts), the path of
-            a YAML rules file, or ``"tag_pairs"`` (:func:`tag_pair_constraints`).
+            a YAML rules file, ``"tag_pairs"`` (:func:`tag_pair_constraints`), ``"distances"``
+            (:func:`distance_constraints`), or a list mixing them.
         penalty: ``"squared"``, ``"kl"`` or ``"one_sided"``.
         gradient: ``"reverse"`` or ``"t2"``.
         targets_from: ``"rules"`` (the constraints' own targets), ``"labeled"``: estimated
@@ -289,7 +363,7 @@ class GeneralizedExpectation(Objective):
 
     def __init__(
         self,
-        constraints: str | Path | Sequence[Constraint | dict],
+        constraints: str | Path | Sequence[Constraint | dict | str],
         penalty: Literal["squared", "kl", "one_sided"] = "squared",
         gradient: Literal["reverse", "t2"] = "reverse",
         targets_from: Literal["rules", "labeled", "teacher"] = "rules",
@@ -298,11 +372,7 @@ class GeneralizedExpectation(Objective):
         tolerance: float = 0.0,
     ) -> None:
         super().__init__()
-        if constraints == TAG_PAIRS:
-            constraints = tag_pair_constraints()
-        elif isinstance(constraints, (str, Path)):
-            constraints = load_constraints(constraints)
-        self.constraints = [c if isinstance(c, Constraint) else Constraint(**c) for c in constraints]
+        self.constraints = _constraints(constraints)
         if not self.constraints:
             raise ConfigurationError("GeneralizedExpectation needs at least one constraint")
         if targets_from not in ("rules", "labeled", "teacher"):
@@ -329,7 +399,7 @@ class GeneralizedExpectation(Objective):
         # NaN: no target yet (estimated by fit_targets) or too few words to estimate one
         rule_targets = [c.target if targets_from == "rules" and c.target is not None else torch.nan for c in self.constraints]
         self.register_buffer("targets", torch.tensor(rule_targets), persistent=False)
-        for name in ("parent_ids", "child_ids", "sides", "tagged_ids"):
+        for name in (*(f"ids_{field}" for field in _Ids._fields), "tagged_ids"):
             self.register_buffer(name, None, persistent=False)
         self._upos_checked = False
         self._check_targets()
@@ -348,7 +418,8 @@ class GeneralizedExpectation(Objective):
         estimate the targets from its gold trees."""
         super().setup(context)
         device = self.targets.device
-        self.parent_ids, self.child_ids, self.sides = _compile(self.constraints, context.tags, device)
+        for field, ids in zip(_Ids._fields, _compile(self.constraints, context.tags, device)):
+            setattr(self, f"ids_{field}", ids)
         tagged = [i for i, tag in enumerate(context.tags) if tag in UPOS_TAGS]
         self.tagged_ids = torch.tensor(tagged, dtype=torch.long, device=device)
         self.num_tags = len(context.tags)
@@ -359,9 +430,9 @@ class GeneralizedExpectation(Objective):
             log.info("GE targets from the labeled sample: %d of %d constraints kept", int(targets.isfinite().sum()), len(targets))
 
     def _ids(self) -> _Ids:
-        if self.parent_ids is None:
+        if self.ids_parent is None:
             raise RuntimeError("GeneralizedExpectation has no UPOS vocabulary: call setup() with the model's context")
-        return _Ids(self.parent_ids, self.child_ids, self.sides)
+        return _Ids(*(getattr(self, f"ids_{field}") for field in _Ids._fields))
 
     def fit_targets(self, batches: Iterable[TreeBatch]) -> Tensor:
         """Set the targets to the constraints' rates in the gold trees of ``batches`` (a
@@ -501,7 +572,7 @@ class RuleCoverage(GeneralizedExpectation):
         penalty, gradient: as for :class:`GeneralizedExpectation`.
     """
 
-    def __init__(self, constraints: str | Path | Sequence[Constraint | dict], coverage: float,
+    def __init__(self, constraints: str | Path | Sequence[Constraint | dict | str], coverage: float,
                  penalty: Literal["squared", "kl", "one_sided"] = "one_sided",
                  gradient: Literal["reverse", "t2"] = "reverse") -> None:
         if not 0 < coverage <= 1:
@@ -510,8 +581,7 @@ class RuleCoverage(GeneralizedExpectation):
         super().__init__(constraints, penalty, gradient, targets_from="rules")
 
     def _check_targets(self) -> None:
-        cells = list(_overlap_keys(self.constraints))
-        if len(set(cells)) < len(cells):
+        if any(_overlap(a, b) for i, a in enumerate(self.constraints) for b in self.constraints[i + 1 :]):
             raise ConfigurationError("coverage counts each covered arc once: the constraints must not overlap")
 
     def _has_targets(self) -> bool:

@@ -8,9 +8,11 @@ import torch
 from objectives.conventions import UPOS_TAGS
 from objectives.ge import (
     MIN_COUNT,
+    DISTANCE_BUCKETS,
     Constraint,
     GeneralizedExpectation,
     RuleCoverage,
+    distance_constraints,
     estimate_targets,
     load_constraints,
     tag_pair_constraints,
@@ -28,6 +30,15 @@ CONSTRAINTS = [
     Constraint("ADJ", "NOUN", 0.1, direction="right"),
     Constraint("VERB", "PRON", 0.5),  # no PRON in the test batches: masked out
 ]
+# any word as the head, distances, both sides, a tag pair with a distance range, and the root
+DISTANCE_CONSTRAINTS = [
+    Constraint("any", "NOUN", 0.4, direction="left", distance=1),
+    Constraint("any", "NOUN", 0.3, direction="right", distance=(2, None)),
+    Constraint("VERB", "NOUN", 0.2, distance=(1, 2)),
+    Constraint("any", "ADJ", 0.5),
+    Constraint("root", "VERB", 0.6),
+    Constraint("any", "DET", 0.3, distance=(2, 3)),
+]
 LENGTHS = [4, 2, 3, 1]
 
 
@@ -35,7 +46,10 @@ def fires(constraint, tags, h, m):
     """The feature of one arc h -> m, from tag names."""
     parent = "root" if h == 0 else tags[h]
     side = "left" if m < h else "right"
-    return parent == constraint.parent and tags[m] == constraint.child and constraint.direction in (None, side)
+    lo, hi = constraint.distance or (1, None)
+    head = parent == constraint.parent or constraint.parent == "any" and h > 0
+    near = lo <= abs(h - m) and (hi is None or abs(h - m) <= hi)
+    return head and tags[m] == constraint.child and constraint.direction in (None, side) and near
 
 
 def brute_rates(scores, batch, constraints, multiroot=False):
@@ -131,6 +145,43 @@ def test_reverse_mode_and_covariance_routes_agree(penalty, multiroot, weighting)
     torch.testing.assert_close(grad_t2, grad, rtol=0, atol=1e-12)
 
 
+@pytest.mark.parametrize("multiroot", [False, True])
+@pytest.mark.parametrize("gradient", ["reverse", "t2"])
+@pytest.mark.parametrize("penalty", ["squared", "kl"])
+def test_distance_and_any_word_features_match_brute_force(penalty, gradient, multiroot):
+    """Constraints on how far and on which side the head lies, with any word as the head:
+    the penalty against enumeration, the two gradient routes equal."""
+    scores, batch = make_batch([5, 3, 4, 1])
+    rates = brute_rates(scores, batch, DISTANCE_CONSTRAINTS, multiroot)
+    assert ((rates > 1e-3) & (rates < 0.99)).all()  # every feature fires on some trees, not all
+    objective = ready(GeneralizedExpectation(DISTANCE_CONSTRAINTS, penalty, gradient), multiroot)
+    expected = brute_penalty(rates, DISTANCE_CONSTRAINTS, penalty)
+    arcs = scores.arcs.clone().requires_grad_()
+    loss = objective(Scores(arcs), batch)
+    torch.testing.assert_close(loss, expected, rtol=1e-10, atol=1e-12)
+    loss.backward()
+    reverse = ready(GeneralizedExpectation(DISTANCE_CONSTRAINTS, penalty, "reverse"), multiroot)
+    assert torch.autograd.gradcheck(lambda a: reverse(Scores(a), batch), (scores.arcs.clone().requires_grad_(),))
+    reference = scores.arcs.clone().requires_grad_()
+    reverse(Scores(reference), batch).backward()
+    torch.testing.assert_close(arcs.grad, reference.grad, rtol=0, atol=1e-12)
+
+
+def test_distances_give_each_child_tag_its_head_side_and_distance():
+    """With the root's share, the distance family's gold rates of a child tag sum to 1; a
+    list may join families; a model with the gold trees meets targets estimated from them."""
+    constraints = distance_constraints()
+    assert len(set(constraints)) == len(constraints) == 17 * 2 * len(DISTANCE_BUCKETS)
+    constraints += [Constraint("root", tag) for tag in UPOS_TAGS]
+    _, batch = make_batch([5, 3, 4, 1])
+    rates = _gold_distributions(constraints, batch)
+    assert any(0 < rate < 1 for rate in rates[: len(constraints) - 17].tolist())
+    objective = ready(GeneralizedExpectation(["tag_pairs", "distances"], targets_from="labeled", min_count=1))
+    assert objective.constraints == tag_pair_constraints() + distance_constraints()
+    objective.fit_targets([batch])
+    assert objective(Scores(_gold_scores(batch)), batch) < 1e-12
+
+
 def test_estimate_targets_counts_gold_trees():
     _, batch = make_batch(LENGTHS)
     expected = brute_rates(Scores(_gold_scores(batch)), batch, CONSTRAINTS)
@@ -148,15 +199,22 @@ def _slice(batch, rows):
     return type(batch)(batch.lengths[rows], batch.upos[rows], batch.heads[rows])
 
 
-def test_tag_pairs_give_each_child_tag_its_head_tag_distribution():
-    constraints = tag_pair_constraints()
-    assert len(set(constraints)) == len(constraints) == 17 + 17 * 17 * 2
-    _, batch = make_batch([5, 3, 4, 1])
+def _gold_distributions(constraints, batch):
+    """The constraints' rates in the gold trees of ``batch``, checked to sum to 1 over the
+    constraints of each child tag present (NaN for the others)."""
     rates = estimate_targets(constraints, batch.heads, batch.upos, batch.lengths, UPOS_VOCAB, min_count=1)
     for tag in UPOS_TAGS:
         mine = torch.tensor([c.child == tag for c in constraints])
         present = (batch.upos == UPOS_VOCAB.index(tag)).any()
         assert torch.isclose(rates[mine].sum(), torch.tensor(1.0, dtype=torch.float64)) if present else rates[mine].isnan().all()
+    return rates
+
+
+def test_tag_pairs_give_each_child_tag_its_head_tag_distribution():
+    constraints = tag_pair_constraints()
+    assert len(set(constraints)) == len(constraints) == 17 + 17 * 17 * 2
+    _, batch = make_batch([5, 3, 4, 1])
+    rates = _gold_distributions(constraints, batch)
     # a model whose trees are the gold ones meets targets estimated from them exactly
     objective = ready(GeneralizedExpectation("tag_pairs", targets_from="labeled", min_count=1))
     objective.fit_targets([batch])
@@ -239,6 +297,11 @@ def test_constraints_from_dicts_and_the_setup_hook():
         ({"parent": "VERB", "child": "root", "target": 0.5}, "child"),
         ({"parent": "VERB", "child": "NOUN", "target": 1.5}, "target"),
         ({"parent": "VERB", "child": "NOUN", "target": 0.5, "direction": "up"}, "direction"),
+        ({"parent": "VERB", "child": "any", "target": 0.5}, "child"),
+        ({"parent": "root", "child": "NOUN", "target": 0.5, "distance": 1}, "root arc has no distance"),
+        ({"parent": "VERB", "child": "NOUN", "target": 0.5, "distance": 0}, "distance"),
+        ({"parent": "VERB", "child": "NOUN", "target": 0.5, "distance": [3, 2]}, "distance"),
+        ({"parent": "VERB", "child": "NOUN", "target": 0.5, "distance": [2]}, "distance"),
     ],
 )
 def test_invalid_constraints(fields, message):
@@ -425,6 +488,11 @@ def test_coverage_needs_rules_that_do_not_overlap():
     rules = [Constraint("VERB", "NOUN"), Constraint("VERB", "NOUN", direction="left")]
     with pytest.raises(ValueError, match="overlap"):
         RuleCoverage(rules, 0.5)
+    near, far = Constraint("any", "NOUN", distance=(1, 2)), Constraint("any", "NOUN", distance=(3, None))
+    RuleCoverage([near, far, Constraint("root", "NOUN")], 0.5)  # apart: distances, the root
+    for other in (Constraint("VERB", "NOUN", direction="left"), Constraint("any", "NOUN", distance=2)):
+        with pytest.raises(ValueError, match="overlap"):
+            RuleCoverage([near, other], 0.5)
     with pytest.raises(ValueError, match="coverage"):
         RuleCoverage(rules[:1], 1.5)
     loose = RuleCoverage(rules[:1], 0.5)  # no targets, none to estimate
