@@ -18,7 +18,7 @@ class ConfigurationError(ValueError):
     option value, an objective that needs tags, a teacher or data the run lacks). The
     command-line tools report it in one ``error:`` line (``parser.cli``)."""
 
-__all__ = ["IGNORE_INDEX", "UPOS_TAGS", "arc_mask", "word_mask", "masks"]
+__all__ = ["IGNORE_INDEX", "UPOS_TAGS", "UD_RELATIONS", "arc_mask", "word_mask", "masks"]
 
 IGNORE_INDEX = -100
 """Gold label of position 0, padding and labels unseen in training (``F.cross_entropy``'s default)."""
@@ -28,6 +28,15 @@ UPOS_TAGS = (
     "PART", "PRON", "PROPN", "PUNCT", "SCONJ", "SYM", "VERB", "X",
 )  # fmt: skip
 """The 17 universal POS tags of UD v2."""
+
+UD_RELATIONS = (
+    "acl", "advcl", "advmod", "amod", "appos", "aux", "case", "cc", "ccomp", "clf", "compound",
+    "conj", "cop", "csubj", "dep", "det", "discourse", "dislocated", "expl", "fixed", "flat",
+    "goeswith", "iobj", "list", "mark", "nmod", "nsubj", "nummod", "obj", "obl", "orphan",
+    "parataxis", "punct", "reparandum", "root", "vocative", "xcomp",
+)  # fmt: skip
+"""The 37 universal dependency relations of UD v2 (a label is one of them, or one with a
+``:subtype``)."""
 
 
 @functools.lru_cache(maxsize=256)

@@ -3,8 +3,10 @@
 A :class:`Constraint` says how often a word of tag ``child`` should attach to a word of tag
 ``parent`` (any word for ``"any"``, the root for ``"root"``). Its feature fires on an arc
 h -> m when ``upos[h] == parent`` (``h >= 1`` for ``"any"``, ``h == 0`` for ``"root"``),
-``upos[m] == child``, if a direction is given the child is on that side of its head, and
-if a distance is given ``|h - m|`` lies in it. The model's rate is the expected number
+``upos[m] == child``, if a direction is given the child is on that side of its head, if a
+distance is given ``|h - m|`` lies in it, and if a label is given the arc has it (then the
+arc's expected count is weighted by the label's probability under the label scorer,
+``p(l | h -> m)``, so GE trains the labels too). The model's rate is the expected number
 of such arcs in the batch over the number of ``child`` words in it,
 ``p_k = E[sum_e f_k(e)] / #child_k``, an estimate of ``p(parent | child)``; the loss
 penalises its distance to the target. Tags may be soft: ``batch.upos`` holds tag ids or
@@ -14,8 +16,9 @@ estimated from gold trees (a small labeled sample) with :meth:`GeneralizedExpect
 ``"tag_pairs"`` names the constraint set of every (parent, child, direction) tag triple, whose
 targets, estimated from a sample, give the whole head-tag distribution of each child tag;
 ``"distances"`` the set of every (child, direction, distance bucket), the distribution of how
-far and on which side each child tag's head lies (:func:`distance_constraints`). A list may
-mix such names and constraints.
+far and on which side each child tag's head lies (:func:`distance_constraints`); ``"labels"``
+the set of every (child, universal relation), each child tag's label distribution
+(:func:`label_constraints`). A list may mix such names and constraints.
 
 Memory. The constraints' (direction, distance) pairs are a few arc classes, each a
 ``(N+1, N+1)`` mask of positions. The expected count of every (parent tag, child tag, class)
@@ -39,20 +42,21 @@ import yaml
 from torch import Tensor
 
 from ._common import full_precision
-from .conventions import UPOS_TAGS, ConfigurationError, word_mask
+from .conventions import IGNORE_INDEX, UD_RELATIONS, UPOS_TAGS, ConfigurationError, word_mask
 from .distribution import TreeCRF
 from .mtt import no_autocast
 from .objective import Objective, ObjectiveContext, Scores, TreeBatch
 
 __all__ = [
-    "ROOT", "ANY", "TAG_PAIRS", "DISTANCES", "DISTANCE_BUCKETS", "MIN_COUNT", "Constraint", "load_constraints",
-    "tag_pair_constraints", "distance_constraints", "estimate_targets", "GeneralizedExpectation", "RuleCoverage",
+    "ROOT", "ANY", "TAG_PAIRS", "DISTANCES", "DISTANCE_BUCKETS", "LABELS", "MIN_COUNT", "Constraint",
+    "load_constraints", "tag_pair_constraints", "distance_constraints", "label_constraints", "estimate_targets", "GeneralizedExpectation", "RuleCoverage",
 ]  # fmt: skip
 
 ROOT = "root"
 ANY = "any"  # a constraint's parent that is any word (not the root)
 TAG_PAIRS = "tag_pairs"  # the name of the constraint set built by tag_pair_constraints()
 DISTANCES = "distances"  # the name of the constraint set built by distance_constraints()
+LABELS = "labels"  # the name of the constraint set built by label_constraints()
 DISTANCE_BUCKETS = ((1, 1), (2, 2), (3, 6), (7, None))
 """The ``|h - m|`` ranges of :func:`distance_constraints` (inclusive; None: no upper bound)."""
 MIN_COUNT = 10
@@ -83,6 +87,9 @@ class Constraint:
             head) or ``None`` (either side).
         distance: ``|h - m|`` as a number, an inclusive range ``(lo, hi)`` (``hi`` None: no
             upper bound), or ``None`` (any); not for root arcs. Stored as ``(lo, hi)``.
+        label: a UD relation: universal (``"obl"``: every label of that universal part,
+            ``obl:tmod`` included) or with its subtype (``"obl:tmod"``: that label only), or
+            ``None`` (any); not for root arcs (labeled ``root``).
 
     Tags are checked against the vocabulary the objective is set up with.
     """
@@ -92,6 +99,7 @@ class Constraint:
     target: float | None = None
     direction: str | None = None
     distance: int | tuple[int, int | None] | None = None
+    label: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.parent, str) or not self.parent:
@@ -105,6 +113,12 @@ class Constraint:
             if self.parent == ROOT:
                 raise ConfigurationError("a root arc has no distance: leave it out of root constraints")
             object.__setattr__(self, "distance", bounds)
+        if self.label is not None:
+            if not isinstance(self.label, str) or self.label.split(":")[0] not in UD_RELATIONS:
+                raise ConfigurationError(f"label must be a UD relation ({', '.join(UD_RELATIONS)}), with or without "
+                                         f"a :subtype, got {self.label!r}")
+            if self.parent == ROOT:
+                raise ConfigurationError("root arcs are labeled root: leave the label out of root constraints")
         if not isinstance(self.child, str) or not self.child or self.child in (ROOT, ANY):
             raise ConfigurationError(f"child must be a UPOS tag, got {self.child!r}")
         if self.direction not in _SIDES:
@@ -153,7 +167,20 @@ def distance_constraints(tags: Sequence[str] = UPOS_TAGS,
             for child in tags for side in ("left", "right") for bucket in buckets]
 
 
-FAMILIES = {TAG_PAIRS: tag_pair_constraints, DISTANCES: distance_constraints}
+def label_constraints(tags: Sequence[str] = UPOS_TAGS,
+                      relations: Sequence[str] = tuple(r for r in UD_RELATIONS if r != ROOT)) -> list[Constraint]:
+    """Every (child, universal relation) of ``tags`` with any word as the head, without
+    targets: with targets estimated from gold trees, each child tag's label distribution
+    (its root share is in :func:`tag_pair_constraints`)."""
+    return [Constraint(ANY, child, label=relation) for child in tags for relation in relations]
+
+
+FAMILIES = {TAG_PAIRS: tag_pair_constraints, DISTANCES: distance_constraints, LABELS: label_constraints}
+
+
+def _label_match(a: str, b: str) -> bool:
+    """Whether some arc label has both constraint labels (a universal one covers its subtypes)."""
+    return a == b or a.split(":")[0] == b.split(":")[0] and (":" not in a or ":" not in b)
 
 
 def _overlap(a: Constraint, b: Constraint) -> bool:
@@ -163,36 +190,58 @@ def _overlap(a: Constraint, b: Constraint) -> bool:
     sides = None in (a.direction, b.direction) or a.direction == b.direction
     (lo_a, hi_a), (lo_b, hi_b) = a.distance or (1, None), b.distance or (1, None)
     distances = lo_a <= (hi_b or _FAR) and lo_b <= (hi_a or _FAR)
-    return a.child == b.child and parents and sides and distances
+    labels = None in (a.label, b.label) or _label_match(a.label, b.label)
+    return a.child == b.child and parents and sides and distances and labels
 
 
 class _Ids(NamedTuple):
     """Constraints as ``(K,)`` long tensors: parent tag ids (``_ROOT_ID`` for root, ``_ANY_ID``
     for any word), child tag ids, the side they ask for (``_SIDES``) and their arc class (a row
-    of ``classes``, ``(C, 3)``: side, least and greatest distance)."""
+    of ``classes``, ``(C, 3)``: side, least and greatest distance); ``groups`` ``(G, L)``: the
+    vocabulary labels of each constraint label. Per class, on the host: its label group (-1:
+    any label) and whether a constraint with a tag as parent uses it (else no tag-pair table)."""
 
     parent: Tensor
     child: Tensor
     side: Tensor
     arc_class: Tensor
     classes: Tensor
+    groups: Tensor
+    class_labels: tuple[int, ...]
+    class_pairs: tuple[bool, ...]
+
+    def to(self, device: torch.device) -> _Ids:
+        return _Ids(*(field.to(device) if isinstance(field, Tensor) else field for field in self))
 
 
-def _compile(constraints: Sequence[Constraint], upos_vocab: Sequence[str], device: torch.device | None) -> _Ids:
+_TENSORS = _Ids._fields[:6]  # the fields that are tensors (buffers of the objective)
+
+
+def _compile(constraints: Sequence[Constraint], upos_vocab: Sequence[str], device: torch.device | None,
+             label_vocab: Sequence[str] = ()) -> _Ids:
     index = {tag: i for i, tag in enumerate(upos_vocab)}
     special = {ROOT: _ROOT_ID, ANY: _ANY_ID}
     missing = {c.child for c in constraints} | {c.parent for c in constraints if c.parent not in special}
     missing -= index.keys()
     if missing:
         raise ConfigurationError(f"UPOS tags {sorted(missing)} of the constraints are not in the UPOS vocabulary {list(upos_vocab)}")
+    labels = list(dict.fromkeys(c.label for c in constraints if c.label is not None))
+    if labels and not label_vocab:
+        raise ConfigurationError("constraints on labels need a parser that labels its arcs (a label vocabulary)")
+    groups = [[known == label if ":" in label else known.split(":")[0] == label for known in label_vocab]
+              for label in labels]
     parent = [special[c.parent] if c.parent in special else index[c.parent] for c in constraints]
     child = [index[c.child] for c in constraints]
     side = [_SIDES[c.direction] for c in constraints]
-    keys = [(_SIDES[c.direction], *(c.distance or (1, None))) for c in constraints]
-    classes = list(dict.fromkeys(key for key, c in zip(keys, constraints) if c.parent != ROOT)) or [(0, 1, None)]
+    keys = [(_SIDES[c.direction], *(c.distance or (1, None)), labels.index(c.label) if c.label else -1)
+            for c in constraints]
+    classes = list(dict.fromkeys(key for key, c in zip(keys, constraints) if c.parent != ROOT)) or [(0, 1, None, -1)]
     arc_class = [classes.index(key) if c.parent != ROOT else 0 for key, c in zip(keys, constraints)]
-    classes = [(side_, lo, _FAR if hi is None else hi) for side_, lo, hi in classes]
-    return _Ids(*(torch.tensor(ids, dtype=torch.long, device=device) for ids in (parent, child, side, arc_class, classes)))
+    pairs = tuple(any(c.parent not in special and key == k for key, c in zip(keys, constraints)) for k in classes)
+    rows = [(side_, lo, _FAR if hi is None else hi) for side_, lo, hi, _ in classes]
+    tensors = [torch.tensor(ids, dtype=torch.long, device=device) for ids in (parent, child, side, arc_class, rows)]
+    groups = torch.tensor(groups, dtype=torch.bool, device=device).reshape(len(labels), len(label_vocab))
+    return _Ids(*tensors, groups, tuple(key[3] for key in classes), pairs)
 
 
 def tag_distributions(upos: Tensor, lengths: Tensor, num_tags: int, dtype: torch.dtype) -> Tensor:
@@ -210,9 +259,12 @@ def tag_distributions(upos: Tensor, lengths: Tensor, num_tags: int, dtype: torch
     return probs * word_mask(lengths, upos.shape[1] - 1).unsqueeze(-1)
 
 
-def _class_masks(classes: Tensor, size: int, dtype: torch.dtype) -> Tensor:
-    """``(C, N+1, N+1)``: 1 where an arc h -> m of a word head (h >= 1) is of the class (side,
-    distance range) of each row of ``classes`` ``(C, 3)``, for ``size = N+1`` positions."""
+def _class_weights(ids: _Ids, size: int, dtype: torch.dtype, labels: Tensor | None) -> Iterable[Tensor]:
+    """For each arc class, the weight of an arc h -> m of a word head (h >= 1) in it, for
+    ``size = N+1`` positions: ``(N+1, N+1)``, 1 where the side and distance fit, times
+    ``labels[..., group]`` (``(B, N+1, N+1, G)``: the probability that the arc has a label of
+    the class's group) for a class with a label."""
+    classes = ids.classes
     position = torch.arange(size, device=classes.device)
     offset = position[:, None] - position[None, :]  # h - m: > 0 when the child is left of its head
     sides = torch.stack([offset != 0, offset > 0, offset < 0])  # either, left, right
@@ -220,24 +272,28 @@ def _class_masks(classes: Tensor, size: int, dtype: torch.dtype) -> Tensor:
     lo, hi = classes[:, 1, None, None], classes[:, 2, None, None]
     masks = sides[classes[:, 0]] & (distance >= lo) & (distance <= hi)
     masks[:, 0] = False  # root arcs: the root constraints'
-    return masks.to(dtype)
+    for mask, group in zip(masks.to(dtype), ids.class_labels):
+        yield mask if group < 0 else mask * labels[..., group]
 
 
-def _expected_counts(ids: _Ids, mu: Tensor, tags: Tensor) -> Tensor:
+def _expected_counts(ids: _Ids, mu: Tensor, tags: Tensor, labels: Tensor | None = None) -> Tensor:
     """``E[sum_e f_k(e)]`` summed over the batch: ``(K,)``, from arc marginals (or gold arc
-    indicators) ``mu`` ``(B, N+1, N+1)`` and tag distributions ``tags`` ``(B, N+1, T)``.
+    indicators) ``mu`` ``(B, N+1, N+1)``, tag distributions ``tags`` ``(B, N+1, T)`` and, for
+    constraints on labels, the arcs' label-group probabilities ``labels`` (``(B, N+1, N+1, G)``,
+    or ``(B, 1, N+1, G)`` for a child's gold label).
 
-    For each arc class, ``sum_{b,h,m} mu[b,h,m] [class] P[b,h,p] P[b,m,c]`` for every tag pair
-    (and summed over the heads for any-word constraints), then gathered per constraint; root
-    constraints read ``sum_{b,m} mu[b,0,m] P[b,m,c]`` (a root arc is always on the right).
-    Differentiable w.r.t. ``mu``.
+    For each arc class, ``sum_{b,h,m} mu[b,h,m] w_class[b,h,m] P[b,h,p] P[b,m,c]`` for every tag
+    pair (and summed over the heads for any-word constraints), then gathered per constraint;
+    root constraints read ``sum_{b,m} mu[b,0,m] P[b,m,c]`` (a root arc is always on the right).
+    Differentiable w.r.t. ``mu`` and ``labels``.
     """
     flat = tags.flatten(0, 1).mT  # (T, B (N+1))
     pairs, any_head = [], []
-    for mask in _class_masks(ids.classes, mu.shape[-1], mu.dtype):
-        masked = mu * mask
-        pairs.append(flat @ torch.bmm(masked, tags).flatten(0, 1))  # (T, T): [p, c]
-        any_head.append(flat @ masked.sum(1).flatten())  # (T,): [c]
+    for weight, has_pairs in zip(_class_weights(ids, mu.shape[-1], mu.dtype, labels), ids.class_pairs):
+        weighted = mu * weight
+        no_pairs = flat.new_zeros(len(flat), len(flat))
+        pairs.append(flat @ torch.bmm(weighted, tags).flatten(0, 1) if has_pairs else no_pairs)  # (T, T): [p, c]
+        any_head.append(flat @ weighted.sum(1).flatten())  # (T,): [c]
     pairs, any_head = torch.stack(pairs), torch.stack(any_head)  # (C, T, T), (C, T)
     parent, child, arc_class = ids.parent, ids.child, ids.arc_class
     root = (mu[:, 0].unsqueeze(-1) * tags).sum((0, 1))[child] * (ids.side != _SIDES["left"])  # on the right
@@ -245,9 +301,10 @@ def _expected_counts(ids: _Ids, mu: Tensor, tags: Tensor) -> Tensor:
         parent == _ANY_ID, any_head[arc_class, child], pairs[arc_class, parent.clamp_min(0), child]))
 
 
-def _arc_weights(ids: _Ids, g: Tensor, tags: Tensor) -> Tensor:
-    """``r[b, h, m] = sum_k g_k f_k(h -> m)``: ``(K,)`` weights, ``(B, N+1, T)`` tags ->
-    ``(B, N+1, N+1)``, through a ``(T, T)`` table per arc class (never a per-constraint arc tensor)."""
+def _arc_weights(ids: _Ids, g: Tensor, tags: Tensor, labels: Tensor | None = None) -> Tensor:
+    """``r[b, h, m] = sum_k g_k f_k(h -> m)``: ``(K,)`` weights, ``(B, N+1, T)`` tags (and the
+    label-group probabilities of :func:`_expected_counts`) -> ``(B, N+1, N+1)``, through a
+    ``(T, T)`` table per arc class (never a per-constraint arc tensor)."""
     num_classes, num_tags = len(ids.classes), tags.shape[-1]
     parent, child, arc_class = ids.parent, ids.child, ids.arc_class
     table = g.new_zeros(num_classes, num_tags, num_tags).index_put_(
@@ -256,11 +313,21 @@ def _arc_weights(ids: _Ids, g: Tensor, tags: Tensor) -> Tensor:
         (arc_class, child), torch.where(parent == _ANY_ID, g, 0.0), accumulate=True)
     root = torch.where((parent == _ROOT_ID) & (ids.side != _SIDES["left"]), g, 0.0)  # root arcs are on the right
     r = tags.new_zeros(tags.shape[0], tags.shape[1], tags.shape[1])
-    for mask, weights, any_weights in zip(_class_masks(ids.classes, tags.shape[1], tags.dtype), table, any_head):
+    weights = _class_weights(ids, tags.shape[1], tags.dtype, labels)
+    for weight, pair_table, any_table, has_pairs in zip(weights, table, any_head, ids.class_pairs):
         # [b, h, m] = sum_{p,c} P[b,h,p] W[p,c] P[b,m,c] + sum_c P[b,m,c] w[c], on the class's arcs
-        r += mask * (tags @ weights @ tags.mT + (tags @ any_weights).unsqueeze(1))
+        class_r = (tags @ any_table).unsqueeze(1)
+        r = r + weight * (tags @ pair_table @ tags.mT + class_r if has_pairs else class_r)
     r[:, 0] += tags @ g.new_zeros(num_tags).index_put_((child,), root, accumulate=True)
     return r
+
+
+def _label_groups(ids: _Ids, probabilities: Tensor) -> Tensor | None:
+    """Label probabilities ``(..., L)`` summed into the constraints' label groups ``(..., G)``;
+    None when no constraint has a label."""
+    if not len(ids.groups):
+        return None
+    return probabilities @ ids.groups.mT.to(probabilities.dtype)
 
 
 def _gold_arcs(heads: Tensor, lengths: Tensor, dtype: torch.dtype) -> Tensor:
@@ -270,10 +337,18 @@ def _gold_arcs(heads: Tensor, lengths: Tensor, dtype: torch.dtype) -> Tensor:
     return arcs.scatter_(1, heads.unsqueeze(1), words.unsqueeze(1).to(dtype))
 
 
-def _gold_counts(ids: _Ids, heads: Tensor, upos: Tensor, lengths: Tensor, num_tags: int) -> tuple[Tensor, Tensor]:
-    """Per constraint, the number of gold arcs firing it and of child words: two ``(K,)`` float64."""
+def _gold_counts(ids: _Ids, heads: Tensor, upos: Tensor, lengths: Tensor, num_tags: int,
+                 labels: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    """Per constraint, the number of gold arcs firing it and of child words: two ``(K,)``
+    float64; ``labels`` ``(B, N+1)``: gold label ids (needed by constraints on labels)."""
     tags = tag_distributions(upos, lengths, num_tags, torch.float64)
-    return _expected_counts(ids, _gold_arcs(heads, lengths, torch.float64), tags), tags.sum((0, 1))[ids.child]
+    groups = None
+    if len(ids.groups):
+        if labels is None:
+            raise ConfigurationError("constraints on labels estimate their targets from labeled arcs: the sample has no labels")
+        gold = torch.nn.functional.one_hot(labels.clamp_min(0), ids.groups.shape[1]) * (labels != IGNORE_INDEX).unsqueeze(-1)
+        groups = _label_groups(ids, gold.to(torch.float64)).unsqueeze(1)  # (B, 1, N+1, G): the child's arc
+    return _expected_counts(ids, _gold_arcs(heads, lengths, torch.float64), tags, groups), tags.sum((0, 1))[ids.child]
 
 
 def _rates(fires: Tensor, counts: Tensor, min_count: int) -> Tensor:
@@ -287,15 +362,18 @@ def estimate_targets(
     lengths: Tensor,
     upos_vocab: Sequence[str],
     min_count: int = MIN_COUNT,
+    labels: Tensor | None = None,
+    label_vocab: Sequence[str] = (),
 ) -> Tensor:
     """Each constraint's rate in gold trees: ``(K,)`` float64, NaN where the child tag has
     fewer than ``min_count`` words (too few to estimate a rate).
 
     Args: ``heads`` ``(B, N+1)`` long, ``upos`` ``(B, N+1)`` ids into ``upos_vocab`` (or
-    ``(B, N+1, T)`` tag probabilities), ``lengths`` ``(B,)``.
+    ``(B, N+1, T)`` tag probabilities), ``lengths`` ``(B,)``; for constraints on labels,
+    ``labels`` ``(B, N+1)`` ids into ``label_vocab``.
     """
-    ids = _compile(constraints, upos_vocab, upos.device)
-    return _rates(*_gold_counts(ids, heads, upos, lengths, len(upos_vocab)), min_count)
+    ids = _compile(constraints, upos_vocab, upos.device, label_vocab)
+    return _rates(*_gold_counts(ids, heads, upos, lengths, len(upos_vocab), labels), min_count)
 
 
 class GeneralizedExpectation(Objective):
@@ -399,8 +477,9 @@ class GeneralizedExpectation(Objective):
         # NaN: no target yet (estimated by fit_targets) or too few words to estimate one
         rule_targets = [c.target if targets_from == "rules" and c.target is not None else torch.nan for c in self.constraints]
         self.register_buffer("targets", torch.tensor(rule_targets), persistent=False)
-        for name in (*(f"ids_{field}" for field in _Ids._fields), "tagged_ids"):
+        for name in (*(f"ids_{field}" for field in _TENSORS), "tagged_ids"):
             self.register_buffer(name, None, persistent=False)
+        self._class_layout: tuple = ()  # _Ids's host fields
         self._upos_checked = False
         self._check_targets()
 
@@ -418,8 +497,10 @@ class GeneralizedExpectation(Objective):
         estimate the targets from its gold trees."""
         super().setup(context)
         device = self.targets.device
-        for field, ids in zip(_Ids._fields, _compile(self.constraints, context.tags, device)):
-            setattr(self, f"ids_{field}", ids)
+        ids = _compile(self.constraints, context.tags, device, context.labels)
+        for field in _TENSORS:
+            setattr(self, f"ids_{field}", getattr(ids, field))
+        self._class_layout = ids[len(_TENSORS):]
         tagged = [i for i, tag in enumerate(context.tags) if tag in UPOS_TAGS]
         self.tagged_ids = torch.tensor(tagged, dtype=torch.long, device=device)
         self.num_tags = len(context.tags)
@@ -432,7 +513,7 @@ class GeneralizedExpectation(Objective):
     def _ids(self) -> _Ids:
         if self.ids_parent is None:
             raise RuntimeError("GeneralizedExpectation has no UPOS vocabulary: call setup() with the model's context")
-        return _Ids(*(getattr(self, f"ids_{field}") for field in _Ids._fields))
+        return _Ids(*(getattr(self, f"ids_{field}") for field in _TENSORS), *self._class_layout)
 
     def fit_targets(self, batches: Iterable[TreeBatch]) -> Tensor:
         """Set the targets to the constraints' rates in the gold trees of ``batches`` (a
@@ -441,8 +522,9 @@ class GeneralizedExpectation(Objective):
         ids = self._ids()
         fires = counts = 0
         for batch in batches:
-            ids = _Ids(*(index.to(batch.heads.device) for index in ids))  # the sample may be on another device
-            batch_fires, batch_counts = _gold_counts(ids, batch.heads, batch.upos, batch.lengths, self.num_tags)
+            ids = ids.to(batch.heads.device)  # the sample may be on another device
+            batch_fires, batch_counts = _gold_counts(ids, batch.heads, batch.upos, batch.lengths, self.num_tags,
+                                                     getattr(batch, "labels", None))
             fires, counts = fires + batch_fires, counts + batch_counts
         targets = _rates(torch.as_tensor(fires), torch.as_tensor(counts), self.min_count)
         if targets.isnan().all():
@@ -451,8 +533,9 @@ class GeneralizedExpectation(Objective):
         return targets
 
     def forward(self, scores: Scores, batch: TreeBatch, teacher: Scores | None = None, step: int = 0) -> Tensor:
-        """Scalar penalty for ``scores.arcs`` ``(B, N+1, N+1)`` and ``batch.upos`` (``(B, N+1)``
-        ids or ``(B, N+1, T)`` probabilities)."""
+        """Scalar penalty for ``scores.arcs`` ``(B, N+1, N+1)`` (and ``scores.labels``
+        ``(B, N+1, N+1, L)`` for constraints on labels) and ``batch.upos`` (``(B, N+1)`` ids or
+        ``(B, N+1, T)`` probabilities)."""
         ids = self._ids()
         if batch.upos is None:
             raise ConfigurationError(NO_UPOS)
@@ -460,23 +543,36 @@ class GeneralizedExpectation(Objective):
         crf = TreeCRF(arcs, batch.lengths, self.multiroot, validate_args=False)
         with no_autocast(arcs.device):
             tags = tag_distributions(batch.upos, batch.lengths, self.num_tags, arcs.dtype)
+            labels = self._label_groups(ids, scores, arcs.dtype)
             self._check_tags(tags)
             group = self._group()
             targets = self.targets if not self.needs_teacher else self._teacher_rates(ids, teacher, batch, tags, group)
             if self.gradient == "reverse":
-                return self._loss(self._sum(group, self._statistics(ids, crf.marginals, tags)), targets)
-            stats = self._statistics(ids, crf.marginals.detach(), tags)
+                return self._loss(self._sum(group, self._statistics(ids, crf.marginals, tags, labels)), targets)
+            stats = self._statistics(ids, crf.marginals.detach(), tags, None if labels is None else labels.detach())
             if group is not None:
                 dist.all_reduce(stats, group=group)
             with torch.enable_grad():  # the slope dPenalty/dE: autograd over K numbers
                 expected = stats[: len(ids.child)].detach().requires_grad_()
                 value = self._loss(torch.cat([expected, stats[len(ids.child) :]]), targets)
                 (slope,) = torch.autograd.grad(value, expected)
-            r = _arc_weights(ids, slope, tags)  # (B, N+1, N+1): sum_k dPenalty/dE_k f_k
+            r = _arc_weights(ids, slope, tags, labels)  # (B, N+1, N+1): sum_k dPenalty/dE_k f_k
             scale = 1 if group is None else dist.get_world_size(group)  # as the reverse route (see above)
-            # the penalty's value, with the gradient of scale * E[r]: scale * Cov(r, 1_e)
-            surrogate = scale * crf.expectation(r.unsqueeze(-1)).sum()
+            # the penalty's value, with the gradient of scale * E[r]: scale * Cov(r, 1_e) for the
+            # arcs, and scale * mu * dr/dlabels for the label scores (r is linear in them)
+            surrogate = scale * crf.expectation(r.detach().unsqueeze(-1)).sum()
+            if labels is not None:
+                surrogate = surrogate + scale * (crf.marginals.detach() * r).sum()
             return value.detach() + (surrogate - surrogate.detach())
+
+    def _label_groups(self, ids: _Ids, scores: Scores, dtype: torch.dtype) -> Tensor | None:
+        """The probability that each arc has a label of each constraint label ``(B, N+1, N+1, G)``,
+        from ``scores.labels``; None when no constraint has a label."""
+        if not len(ids.groups):
+            return None
+        if scores.labels is None:
+            raise ConfigurationError("constraints on labels need the parser's label scores: the scores have none")
+        return _label_groups(ids, full_precision(scores.labels).to(dtype).softmax(-1))
 
     def _teacher_rates(self, ids: _Ids, teacher: Scores | None, batch: TreeBatch, tags: Tensor, group) -> Tensor:
         """The teacher's expected rate of each constraint on this batch ``(K,)`` (NaN where
@@ -486,7 +582,7 @@ class GeneralizedExpectation(Objective):
         with torch.no_grad():
             mu = TreeCRF(full_precision(teacher.arcs).to(tags.dtype), batch.lengths, self.multiroot,
                          validate_args=False).marginals
-            stats = self._statistics(ids, mu, tags)
+            stats = self._statistics(ids, mu, tags, self._label_groups(ids, teacher, tags.dtype))
             if group is not None:
                 dist.all_reduce(stats, group=group)
         k = len(ids.child)
@@ -501,10 +597,10 @@ class GeneralizedExpectation(Objective):
         return None
 
     @staticmethod
-    def _statistics(ids: _Ids, mu: Tensor, tags: Tensor) -> Tensor:
+    def _statistics(ids: _Ids, mu: Tensor, tags: Tensor, labels: Tensor | None = None) -> Tensor:
         """The batch statistics the penalty reads, ``(2K + 1,)``: expected arcs firing each
         constraint, words of each constraint's child tag, and words in all."""
-        return torch.cat([_expected_counts(ids, mu, tags), tags.sum((0, 1))[ids.child], tags.sum().reshape(1)])
+        return torch.cat([_expected_counts(ids, mu, tags, labels), tags.sum((0, 1))[ids.child], tags.sum().reshape(1)])
 
     @staticmethod
     def _sum(group, stats: Tensor) -> Tensor:

@@ -14,6 +14,7 @@ from objectives.ge import (
     RuleCoverage,
     distance_constraints,
     estimate_targets,
+    label_constraints,
     load_constraints,
     tag_pair_constraints,
 )
@@ -39,6 +40,16 @@ DISTANCE_CONSTRAINTS = [
     Constraint("root", "VERB", 0.6),
     Constraint("any", "DET", 0.3, distance=(2, 3)),
 ]
+# the label vocabulary of make_batch's three labels; "obl" covers obl and obl:tmod
+LABEL_VOCAB = ("nsubj", "obl", "obl:tmod")
+LABEL_CONSTRAINTS = [
+    Constraint("any", "NOUN", 0.4, label="obl"),
+    Constraint("any", "NOUN", 0.3, label="obl:tmod"),
+    Constraint("VERB", "NOUN", 0.2, direction="right", label="nsubj"),
+    Constraint("any", "ADJ", 0.5, distance=1, label="nsubj"),
+    Constraint("root", "VERB", 0.6),
+    Constraint("any", "DET", 0.3),
+]
 LENGTHS = [4, 2, 3, 1]
 
 
@@ -52,6 +63,15 @@ def fires(constraint, tags, h, m):
     return head and tags[m] == constraint.child and constraint.direction in (None, side) and near
 
 
+def label_weight(constraint, scores, b, h, m):
+    """The probability that arc h -> m of sentence b has the constraint's label (label logits over LABEL_VOCAB)."""
+    if constraint.label is None:
+        return 1.0
+    probabilities = scores.labels[b, h, m].double().softmax(-1).tolist()
+    return sum(p for p, known in zip(probabilities, LABEL_VOCAB)
+               if known == constraint.label or ":" not in constraint.label and known.split(":")[0] == constraint.label)
+
+
 def brute_rates(scores, batch, constraints, multiroot=False):
     """E[#arcs firing f_k] / #child_k words over the batch, by enumeration: (K,), NaN if no child."""
     expected = torch.zeros(len(constraints), dtype=torch.float64)
@@ -60,7 +80,8 @@ def brute_rates(scores, batch, constraints, multiroot=False):
         tags = [UPOS_VOCAB[i] for i in batch.upos[b].tolist()]
         for k, c in enumerate(constraints):
             counts[k] += sum(tags[m] == c.child for m in range(1, n + 1))
-            per_tree = torch.tensor([sum(fires(c, tags, int(t[m]), m) for m in range(1, n + 1)) for t in heads])
+            per_tree = torch.tensor([sum(fires(c, tags, int(t[m]), m) * label_weight(c, scores, b, int(t[m]), m)
+                                         for m in range(1, n + 1)) for t in heads], dtype=torch.float64)
             expected[k] += (log_p.exp() * per_tree).sum()
     return expected / counts
 
@@ -79,6 +100,14 @@ def brute_weights(batch, constraints, weighting):
     counts = child_counts(batch, constraints)
     present = [n for n in counts if n > 0]
     return [1.0 if weighting == "uniform" else n / (sum(present) / len(present)) for n in counts]
+
+
+def assert_directional_derivative(function, x, grad):
+    """``grad`` agrees with a central finite difference of ``function`` at ``x`` along a random
+    direction (one check of all coordinates at once, cheaper than gradcheck's one per coordinate)."""
+    direction = torch.randn(x.shape, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    slope = (function(x + 1e-6 * direction) - function(x - 1e-6 * direction)) / 2e-6
+    torch.testing.assert_close(slope, (grad * direction).sum(), rtol=1e-6, atol=1e-9)
 
 
 def brute_penalty(rates, constraints, penalty, weights=None):
@@ -161,10 +190,59 @@ def test_distance_and_any_word_features_match_brute_force(penalty, gradient, mul
     torch.testing.assert_close(loss, expected, rtol=1e-10, atol=1e-12)
     loss.backward()
     reverse = ready(GeneralizedExpectation(DISTANCE_CONSTRAINTS, penalty, "reverse"), multiroot)
-    assert torch.autograd.gradcheck(lambda a: reverse(Scores(a), batch), (scores.arcs.clone().requires_grad_(),))
     reference = scores.arcs.clone().requires_grad_()
     reverse(Scores(reference), batch).backward()
     torch.testing.assert_close(arcs.grad, reference.grad, rtol=0, atol=1e-12)
+    assert_directional_derivative(lambda a: reverse(Scores(a), batch), scores.arcs, arcs.grad)
+
+
+@pytest.mark.parametrize("multiroot", [False, True])
+@pytest.mark.parametrize("penalty", ["squared", "kl"])
+def test_label_features_match_brute_force(penalty, multiroot):
+    """Constraints on arc labels weight each arc by its label's probability: the penalty
+    against enumeration; the label scores get a gradient, equal on both routes and to
+    finite differences; a teacher's rates read its label scores too."""
+    scores, batch = make_batch([5, 3, 4, 1])
+    rates = brute_rates(scores, batch, LABEL_CONSTRAINTS, multiroot)
+    assert ((rates > 1e-3) & (rates < 0.99)).all()
+    expected = brute_penalty(rates, LABEL_CONSTRAINTS, penalty)
+    grads = []
+    for gradient in ("reverse", "t2"):
+        objective = ready(GeneralizedExpectation(LABEL_CONSTRAINTS, penalty, gradient), multiroot, labels=LABEL_VOCAB)
+        arcs, labels = scores.arcs.clone().requires_grad_(), scores.labels.clone().requires_grad_()
+        loss = objective(Scores(arcs, labels), batch)
+        torch.testing.assert_close(loss, expected, rtol=1e-10, atol=1e-12)
+        loss.backward()
+        grads.append((arcs.grad, labels.grad))
+    assert grads[0][1].abs().max() > 1e-3
+    torch.testing.assert_close(grads[1], grads[0], rtol=0, atol=1e-12)
+    assert_directional_derivative(lambda a: objective(Scores(scores.arcs, a), batch), scores.labels, grads[0][1])
+    teacher = ready(GeneralizedExpectation(LABEL_CONSTRAINTS, penalty, targets_from="teacher"), multiroot, labels=LABEL_VOCAB)
+    assert teacher(scores, batch, teacher=scores) < 1e-12
+    assert teacher(scores, batch, teacher=Scores(scores.arcs, scores.labels.flip(-1))) > 1e-4
+
+
+def test_label_targets_from_gold_trees_and_errors():
+    """Targets of constraints on labels count the gold labels of gold arcs (an ignored label
+    counts for no label); the labels family gives each child tag its label distribution."""
+    scores, batch = make_batch([5, 3, 4, 1])
+    batch.labels[0, 1] = 0
+    one_hot = torch.nn.functional.one_hot(batch.labels.clamp_min(0), 3).double()[:, None]  # (B, 1, N+1, 3)
+    gold = Scores(_gold_scores(batch), (one_hot * 2e3 - 1e3).expand(-1, batch.labels.shape[1], -1, -1))
+    nouns = label_constraints(["NOUN"]) + [Constraint("root", "NOUN")]  # every label of a NOUN's arc
+    constraints = LABEL_CONSTRAINTS + nouns
+    got = estimate_targets(constraints, batch.heads, batch.upos, batch.lengths, UPOS_VOCAB, 1, batch.labels, LABEL_VOCAB)
+    torch.testing.assert_close(got, brute_rates(gold, batch, constraints), equal_nan=True)
+    assert torch.isclose(got[-len(nouns):].sum(), torch.tensor(1.0, dtype=torch.float64))
+    batch.labels[0, 1] = -100
+    ignored = estimate_targets(constraints, batch.heads, batch.upos, batch.lengths, UPOS_VOCAB, 1, batch.labels, LABEL_VOCAB)
+    assert (ignored <= got + 1e-12).all() and (ignored < got - 1e-3).any()
+    with pytest.raises(ValueError, match="label vocabulary"):
+        ready(GeneralizedExpectation(LABEL_CONSTRAINTS))
+    with pytest.raises(ValueError, match="label scores"):
+        ready(GeneralizedExpectation(LABEL_CONSTRAINTS), labels=LABEL_VOCAB)(Scores(scores.arcs), batch)
+    with pytest.raises(ValueError, match="no labels"):
+        estimate_targets(LABEL_CONSTRAINTS, batch.heads, batch.upos, batch.lengths, UPOS_VOCAB, 1, None, LABEL_VOCAB)
 
 
 def test_distances_give_each_child_tag_its_head_side_and_distance():
@@ -302,6 +380,8 @@ def test_constraints_from_dicts_and_the_setup_hook():
         ({"parent": "VERB", "child": "NOUN", "target": 0.5, "distance": 0}, "distance"),
         ({"parent": "VERB", "child": "NOUN", "target": 0.5, "distance": [3, 2]}, "distance"),
         ({"parent": "VERB", "child": "NOUN", "target": 0.5, "distance": [2]}, "distance"),
+        ({"parent": "VERB", "child": "NOUN", "target": 0.5, "label": "nsubjj"}, "UD relation"),
+        ({"parent": "root", "child": "NOUN", "target": 0.5, "label": "root"}, "root arcs are labeled root"),
     ],
 )
 def test_invalid_constraints(fields, message):
@@ -490,6 +570,9 @@ def test_coverage_needs_rules_that_do_not_overlap():
         RuleCoverage(rules, 0.5)
     near, far = Constraint("any", "NOUN", distance=(1, 2)), Constraint("any", "NOUN", distance=(3, None))
     RuleCoverage([near, far, Constraint("root", "NOUN")], 0.5)  # apart: distances, the root
+    RuleCoverage([Constraint("any", "NOUN", label="nsubj"), Constraint("any", "NOUN", label="obl")], 0.5)
+    with pytest.raises(ValueError, match="overlap"):  # obl covers obl:tmod
+        RuleCoverage([Constraint("any", "NOUN", label="obl:tmod"), Constraint("VERB", "NOUN", label="obl")], 0.5)
     for other in (Constraint("VERB", "NOUN", direction="left"), Constraint("any", "NOUN", distance=2)):
         with pytest.raises(ValueError, match="overlap"):
             RuleCoverage([near, other], 0.5)
