@@ -45,7 +45,7 @@ class ObjectiveContext:
             single-root ones (``False``).
         tags: the UPOS vocabulary; ``tags[i]`` is the tag of id ``i`` in ``batch.upos``.
         labels: the label (DEPREL) vocabulary; ``labels[i]`` is the label of id ``i``.
-        labeled_batches: the labeled training sentences as batches (gold heads and UPOS),
+        labeled_batches: the labeled training sentences as batches (gold heads, labels, UPOS),
             for objectives that estimate something from them; ``None`` outside ``fit``.
         total_steps: the training run's length in optimiser steps (for schedules that
             end with it), or ``None`` outside ``fit``.

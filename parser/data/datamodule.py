@@ -156,10 +156,10 @@ class DependencyDataModule(LightningDataModule):
         return bool(self.unlabeled_sources)
 
     def gold_batches(self, size: int = 256) -> Iterator[Batch]:
-        """The labeled training sentences as batches of ``size`` (gold trees and UPOS, no
-        labels), for objectives that estimate something from them."""
+        """The labeled training sentences as batches of ``size`` (gold trees, labels and UPOS),
+        for objectives that estimate something from them."""
         for start in range(0, len(self.train_sentences), size):
-            yield collate(self.train_sentences[start : start + size], self.upos_vocab, None)
+            yield collate(self.train_sentences[start : start + size], self.upos_vocab, self.label_vocab)
 
     def path(self, split: Literal["train", "dev", "test"]) -> Path:
         """The file of a split (see :meth:`paths`), which must be one file."""

@@ -119,16 +119,19 @@ def test_training_decreases_the_loss(tiny_bert_dir, small_treebank):
 
 
 def test_ge_targets_come_from_the_labeled_sentences(tiny_bert_dir, small_treebank, tmp_path):
-    """``targets_from: labeled``: the parser estimates the GE targets from the labeled split only."""
+    """``targets_from: labeled``: the parser estimates the GE targets from the labeled split
+    only, for every feature family (tag pairs, distances, labels: the parser's label vocabulary)."""
     seed_everything(0)
     data = DependencyDataModule(treebank=None, train=str(small_treebank), dev=str(small_treebank),
                                 labeled_size=15, batch_tokens=300)
-    ge = GeneralizedExpectation("tag_pairs", targets_from="labeled", min_count=3)
+    ge = GeneralizedExpectation(["tag_pairs", "distances", "labels"], targets_from="labeled", min_count=3)
     model = tiny_parser(tiny_bert_dir, Term(ge, "unlabeled"))
     _trainer(tmp_path, steps=2).fit(model, data)
-    labeled = collate(data.train_sentences, model.network.upos_vocab, None)
+    labeled = collate(data.train_sentences, model.network.upos_vocab, model.network.label_vocab)
     assert len(data.train_sentences) == 15 and data.has_unlabeled
-    expected = estimate_targets(ge.constraints, labeled.heads, labeled.upos, labeled.lengths, model.network.upos_vocab.itos, 3)
+    expected = estimate_targets(ge.constraints, labeled.heads, labeled.upos, labeled.lengths, model.network.upos_vocab.itos,
+                                3, labeled.labels, model.network.label_vocab.itos)
+    assert ((expected > 0) & (expected < 1))[[c.label is not None for c in ge.constraints]].any()
     assert expected.isfinite().any() and expected.isnan().any()
     torch.testing.assert_close(ge.targets, expected.float(), equal_nan=True)
     assert math.isfinite(float(model.trainer.callback_metrics["train/generalized_expectation"]))
