@@ -272,8 +272,9 @@ def _class_weights(ids: _Ids, size: int, dtype: torch.dtype, labels: Tensor | No
     lo, hi = classes[:, 1, None, None], classes[:, 2, None, None]
     masks = sides[classes[:, 0]] & (distance >= lo) & (distance <= hi)
     masks[:, 0] = False  # root arcs: the root constraints'
+    columns = () if labels is None else labels.unbind(-1)  # one backward for all groups, not one per select
     for mask, group in zip(masks.to(dtype), ids.class_labels):
-        yield mask if group < 0 else mask * labels[..., group]
+        yield mask if group < 0 else mask * columns[group]
 
 
 def _expected_counts(ids: _Ids, mu: Tensor, tags: Tensor, labels: Tensor | None = None) -> Tensor:
