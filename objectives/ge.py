@@ -442,7 +442,7 @@ class GeneralizedExpectation(Objective):
 
     def __init__(
         self,
-        constraints: str | Path | Sequence[Constraint | dict | str],
+        constraints: Sequence[Constraint | dict | str] | str | Path,
         penalty: Literal["squared", "kl", "one_sided"] = "squared",
         gradient: Literal["reverse", "t2"] = "reverse",
         targets_from: Literal["rules", "labeled", "teacher"] = "rules",
@@ -669,7 +669,7 @@ class RuleCoverage(GeneralizedExpectation):
         penalty, gradient: as for :class:`GeneralizedExpectation`.
     """
 
-    def __init__(self, constraints: str | Path | Sequence[Constraint | dict | str], coverage: float,
+    def __init__(self, constraints: Sequence[Constraint | dict | str] | str | Path, coverage: float,
                  penalty: Literal["squared", "kl", "one_sided"] = "one_sided",
                  gradient: Literal["reverse", "t2"] = "reverse") -> None:
         if not 0 < coverage <= 1:

@@ -11,6 +11,7 @@ import torch
 import yaml
 
 import train
+from objectives.ge import Constraint
 from objectives.schedule import Schedule
 from parser.evaluate import evaluate
 from parser.predict import predict
@@ -77,6 +78,25 @@ def _readme_command(prefix: str, containing: str = "") -> list[str]:
         if containing in command:
             return command.split()[2:]
     raise AssertionError(f"no README command starts with {prefix!r} and holds {containing!r}")
+
+
+def test_ge_feature_families_and_rules_from_the_command_line(tiny_bert_dir):
+    """A list of families, and rules with a distance and a label, reach GE as given, and the
+    run's saved config keeps them as lists (jsonargparse wrote the text of a list while ``str``
+    came first in the hint, a config that would not load back)."""
+    families = {"class_path": "objectives.GeneralizedExpectation",
+                "init_args": {"constraints": ["tag_pairs", "distances", "labels"], "targets_from": "labeled"}}
+    rule = {"parent": "any", "child": "NOUN", "target": 0.3, "distance": [3, None], "label": "obl"}
+    rules = {"class_path": "objectives.GeneralizedExpectation", "init_args": {"constraints": [rule]}}
+    terms = [{"objective": families, "data": "unlabeled", "weight": 0.1}, {"objective": rules, "data": "unlabeled"}]
+    cli = train.main(["--config", str(train.CONFIGS / "ge.yaml"), f"--model.terms={json.dumps(terms)}",
+                      "--model.encoder", str(tiny_bert_dir)], run=False)
+    first, second = (t.objective for t in cli.model.terms.terms)
+    assert len(first.constraints) == 595 + 17 * 2 * 4 + 17 * 36
+    assert second.constraints == [Constraint("any", "NOUN", 0.3, distance=(3, None), label="obl")]
+    saved = yaml.safe_load(cli.parser.dump(cli.config))["model"]["terms"]
+    assert saved[0]["objective"]["init_args"]["constraints"] == ["tag_pairs", "distances", "labels"]
+    assert saved[1]["objective"]["init_args"]["constraints"][0]["distance"] == [3, None]
 
 
 def test_readme_ge_recipe_parses(tiny_bert_dir, monkeypatch):
