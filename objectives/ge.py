@@ -196,17 +196,19 @@ def _overlap(a: Constraint, b: Constraint) -> bool:
 
 class _Ids(NamedTuple):
     """Constraints as ``(K,)`` long tensors: parent tag ids (``_ROOT_ID`` for root, ``_ANY_ID``
-    for any word), child tag ids, the side they ask for (``_SIDES``) and their arc class (a row
-    of ``classes``, ``(C, 3)``: side, least and greatest distance); ``groups`` ``(G, L)``: the
-    vocabulary labels of each constraint label. Per class, on the host: its label group (-1:
-    any label) and whether a constraint with a tag as parent uses it (else no tag-pair table)."""
+    for any word), child tag ids, the side they ask for (``_SIDES``) and their arc class (a
+    side, distance range and label group); ``masks`` ``(M, 3)``: the classes' distinct (side,
+    least distance, greatest distance); ``groups`` ``(G, L)``: the vocabulary labels of each
+    constraint label. Per class, on the host: its row of ``masks``, its label group (-1: any
+    label) and whether a constraint with a tag as parent uses it (else no tag-pair table)."""
 
     parent: Tensor
     child: Tensor
     side: Tensor
     arc_class: Tensor
-    classes: Tensor
+    masks: Tensor
     groups: Tensor
+    class_masks: tuple[int, ...]
     class_labels: tuple[int, ...]
     class_pairs: tuple[bool, ...]
 
@@ -238,10 +240,11 @@ def _compile(constraints: Sequence[Constraint], upos_vocab: Sequence[str], devic
     classes = list(dict.fromkeys(key for key, c in zip(keys, constraints) if c.parent != ROOT)) or [(0, 1, None, -1)]
     arc_class = [classes.index(key) if c.parent != ROOT else 0 for key, c in zip(keys, constraints)]
     pairs = tuple(any(c.parent not in special and key == k for key, c in zip(keys, constraints)) for k in classes)
-    rows = [(side_, lo, _FAR if hi is None else hi) for side_, lo, hi, _ in classes]
+    masks = list(dict.fromkeys(key[:3] for key in classes))
+    rows = [(side_, lo, _FAR if hi is None else hi) for side_, lo, hi in masks]
     tensors = [torch.tensor(ids, dtype=torch.long, device=device) for ids in (parent, child, side, arc_class, rows)]
     groups = torch.tensor(groups, dtype=torch.bool, device=device).reshape(len(labels), len(label_vocab))
-    return _Ids(*tensors, groups, tuple(key[3] for key in classes), pairs)
+    return _Ids(*tensors, groups, tuple(masks.index(key[:3]) for key in classes), tuple(key[3] for key in classes), pairs)
 
 
 def tag_distributions(upos: Tensor, lengths: Tensor, num_tags: int, dtype: torch.dtype) -> Tensor:
@@ -259,42 +262,61 @@ def tag_distributions(upos: Tensor, lengths: Tensor, num_tags: int, dtype: torch
     return probs * word_mask(lengths, upos.shape[1] - 1).unsqueeze(-1)
 
 
-def _class_weights(ids: _Ids, size: int, dtype: torch.dtype, labels: Tensor | None) -> Iterable[Tensor]:
-    """For each arc class, the weight of an arc h -> m of a word head (h >= 1) in it, for
-    ``size = N+1`` positions: ``(N+1, N+1)``, 1 where the side and distance fit, times
-    ``labels[..., group]`` (``(B, N+1, N+1, G)``: the probability that the arc has a label of
-    the class's group) for a class with a label."""
-    classes = ids.classes
-    position = torch.arange(size, device=classes.device)
+def _masks(ids: _Ids, size: int, dtype: torch.dtype) -> Tensor:
+    """``(M, N+1, N+1)``: 1 where an arc h -> m of a word head (h >= 1) has the side and
+    distance of each row of ``ids.masks``, for ``size = N+1`` positions."""
+    rows = ids.masks
+    position = torch.arange(size, device=rows.device)
     offset = position[:, None] - position[None, :]  # h - m: > 0 when the child is left of its head
     sides = torch.stack([offset != 0, offset > 0, offset < 0])  # either, left, right
     distance = offset.abs()
-    lo, hi = classes[:, 1, None, None], classes[:, 2, None, None]
-    masks = sides[classes[:, 0]] & (distance >= lo) & (distance <= hi)
+    masks = sides[rows[:, 0]] & (distance >= rows[:, 1, None, None]) & (distance <= rows[:, 2, None, None])
     masks[:, 0] = False  # root arcs: the root constraints'
-    columns = () if labels is None else labels.unbind(-1)  # one backward for all groups, not one per select
-    for mask, group in zip(masks.to(dtype), ids.class_labels):
-        yield mask if group < 0 else mask * columns[group]
+    return masks.to(dtype)
+
+
+def _members(ids: _Ids, row: int) -> tuple[list[int], list[int]]:
+    """The arc classes of mask ``row``: those with any label, and those with a label group."""
+    classes = [c for c, mask in enumerate(ids.class_masks) if mask == row]
+    return [c for c in classes if ids.class_labels[c] < 0], [c for c in classes if ids.class_labels[c] >= 0]
+
+
+def _label_columns(ids: _Ids, labels: Tensor, classes: list[int]) -> Tensor:
+    """The label-group probabilities ``(..., n)`` of these arc classes, from ``labels`` ``(..., G)``:
+    one gather (one backward), or ``labels`` itself when the classes read every group in order."""
+    columns = [ids.class_labels[c] for c in classes]
+    return labels if columns == list(range(labels.shape[-1])) else labels[..., columns]
 
 
 def _expected_counts(ids: _Ids, mu: Tensor, tags: Tensor, labels: Tensor | None = None) -> Tensor:
     """``E[sum_e f_k(e)]`` summed over the batch: ``(K,)``, from arc marginals (or gold arc
     indicators) ``mu`` ``(B, N+1, N+1)``, tag distributions ``tags`` ``(B, N+1, T)`` and, for
-    constraints on labels, the arcs' label-group probabilities ``labels`` (``(B, N+1, N+1, G)``,
-    or ``(B, 1, N+1, G)`` for a child's gold label).
+    constraints on labels, the arcs' label-group probabilities ``labels`` ``(B, N+1, N+1, G)``.
 
-    For each arc class, ``sum_{b,h,m} mu[b,h,m] w_class[b,h,m] P[b,h,p] P[b,m,c]`` for every tag
-    pair (and summed over the heads for any-word constraints), then gathered per constraint;
+    For each arc class, ``sum_{b,h,m} mu[b,h,m] [side, distance] q[b,h,m,g] P[b,h,p] P[b,m,c]``
+    for every tag pair (only for classes a tag-parent constraint uses) and summed over the heads
+    (any-word constraints; all label groups of a mask at once), then gathered per constraint;
     root constraints read ``sum_{b,m} mu[b,0,m] P[b,m,c]`` (a root arc is always on the right).
     Differentiable w.r.t. ``mu`` and ``labels``.
     """
     flat = tags.flatten(0, 1).mT  # (T, B (N+1))
-    pairs, any_head = [], []
-    for weight, has_pairs in zip(_class_weights(ids, mu.shape[-1], mu.dtype, labels), ids.class_pairs):
-        weighted = mu * weight
-        no_pairs = flat.new_zeros(len(flat), len(flat))
-        pairs.append(flat @ torch.bmm(weighted, tags).flatten(0, 1) if has_pairs else no_pairs)  # (T, T): [p, c]
-        any_head.append(flat @ weighted.sum(1).flatten())  # (T,): [c]
+    num_tags = tags.shape[-1]
+    pairs, any_head = [flat.new_zeros(num_tags, num_tags)] * len(ids.class_labels), [None] * len(ids.class_labels)
+    for row, mask in enumerate(_masks(ids, mu.shape[-1], mu.dtype)):
+        weighted = mu * mask
+        unlabeled, labeled = _members(ids, row)
+        if labeled:
+            q = _label_columns(ids, labels, labeled)  # (B, N+1, N+1, n)
+            per_word = (weighted.unsqueeze(-1) * q).sum(1)  # (B, N+1, n): [b, m, class], summed over heads
+            per_child = per_word.flatten(0, 1).mT @ tags.flatten(0, 1)  # (n, T): [class, c]
+            for i, c in enumerate(labeled):
+                any_head[c] = per_child[i]
+                if ids.class_pairs[c]:
+                    pairs[c] = flat @ torch.bmm(weighted * q[..., i], tags).flatten(0, 1)
+        for c in unlabeled:
+            any_head[c] = flat @ weighted.sum(1).flatten()  # (T,): [c]
+            if ids.class_pairs[c]:
+                pairs[c] = flat @ torch.bmm(weighted, tags).flatten(0, 1)  # (T, T): [p, c]
     pairs, any_head = torch.stack(pairs), torch.stack(any_head)  # (C, T, T), (C, T)
     parent, child, arc_class = ids.parent, ids.child, ids.arc_class
     root = (mu[:, 0].unsqueeze(-1) * tags).sum((0, 1))[child] * (ids.side != _SIDES["left"])  # on the right
@@ -306,7 +328,7 @@ def _arc_weights(ids: _Ids, g: Tensor, tags: Tensor, labels: Tensor | None = Non
     """``r[b, h, m] = sum_k g_k f_k(h -> m)``: ``(K,)`` weights, ``(B, N+1, T)`` tags (and the
     label-group probabilities of :func:`_expected_counts`) -> ``(B, N+1, N+1)``, through a
     ``(T, T)`` table per arc class (never a per-constraint arc tensor)."""
-    num_classes, num_tags = len(ids.classes), tags.shape[-1]
+    num_classes, num_tags = len(ids.class_labels), tags.shape[-1]
     parent, child, arc_class = ids.parent, ids.child, ids.arc_class
     table = g.new_zeros(num_classes, num_tags, num_tags).index_put_(
         (arc_class, parent.clamp_min(0), child), torch.where(parent >= 0, g, 0.0), accumulate=True)
@@ -314,11 +336,16 @@ def _arc_weights(ids: _Ids, g: Tensor, tags: Tensor, labels: Tensor | None = Non
         (arc_class, child), torch.where(parent == _ANY_ID, g, 0.0), accumulate=True)
     root = torch.where((parent == _ROOT_ID) & (ids.side != _SIDES["left"]), g, 0.0)  # root arcs are on the right
     r = tags.new_zeros(tags.shape[0], tags.shape[1], tags.shape[1])
-    weights = _class_weights(ids, tags.shape[1], tags.dtype, labels)
-    for weight, pair_table, any_table, has_pairs in zip(weights, table, any_head, ids.class_pairs):
-        # [b, h, m] = sum_{p,c} P[b,h,p] W[p,c] P[b,m,c] + sum_c P[b,m,c] w[c], on the class's arcs
-        class_r = (tags @ any_table).unsqueeze(1)
-        r = r + weight * (tags @ pair_table @ tags.mT + class_r if has_pairs else class_r)
+    for row, mask in enumerate(_masks(ids, tags.shape[1], tags.dtype)):
+        # [b, h, m] = sum_{p,c} P[b,h,p] W[p,c] P[b,m,c] + sum_c P[b,m,c] w[c] (times q[b,h,m,g]), on the mask's arcs
+        unlabeled, labeled = _members(ids, row)
+        inside = tags @ any_head[unlabeled].sum(0) if unlabeled else tags.new_zeros(tags.shape[:2])
+        inside = inside.unsqueeze(1) + sum(tags @ table[c] @ tags.mT for c in unlabeled if ids.class_pairs[c])
+        if labeled:
+            q = _label_columns(ids, labels, labeled)  # (B, N+1, N+1, n)
+            inside = inside + (q * (tags @ any_head[labeled].mT).unsqueeze(1)).sum(-1)
+            inside = inside + sum(q[..., i] * (tags @ table[c] @ tags.mT) for i, c in enumerate(labeled) if ids.class_pairs[c])
+        r = r + mask * inside
     r[:, 0] += tags @ g.new_zeros(num_tags).index_put_((child,), root, accumulate=True)
     return r
 
@@ -348,7 +375,7 @@ def _gold_counts(ids: _Ids, heads: Tensor, upos: Tensor, lengths: Tensor, num_ta
         if labels is None:
             raise ConfigurationError("constraints on labels estimate their targets from labeled arcs: the sample has no labels")
         gold = torch.nn.functional.one_hot(labels.clamp_min(0), ids.groups.shape[1]) * (labels != IGNORE_INDEX).unsqueeze(-1)
-        groups = _label_groups(ids, gold.to(torch.float64)).unsqueeze(1)  # (B, 1, N+1, G): the child's arc
+        groups = _label_groups(ids, gold.to(torch.float64)).unsqueeze(1).expand(-1, heads.shape[1], -1, -1)  # the child's arc
     return _expected_counts(ids, _gold_arcs(heads, lengths, torch.float64), tags, groups), tags.sum((0, 1))[ids.child]
 
 

@@ -196,19 +196,24 @@ def test_distance_and_any_word_features_match_brute_force(penalty, gradient, mul
     assert_directional_derivative(lambda a: reverse(Scores(a), batch), scores.arcs, arcs.grad)
 
 
+# every label group of one arc class at once (the family's path), with targets
+LABEL_FAMILY = [Constraint(c.parent, c.child, 0.3, label=c.label) for c in label_constraints(["NOUN", "ADJ"], ["nsubj", "obl"])]
+
+
+@pytest.mark.parametrize("constraints", [LABEL_CONSTRAINTS, LABEL_FAMILY], ids=["rules", "family"])
 @pytest.mark.parametrize("multiroot", [False, True])
 @pytest.mark.parametrize("penalty", ["squared", "kl"])
-def test_label_features_match_brute_force(penalty, multiroot):
+def test_label_features_match_brute_force(penalty, multiroot, constraints):
     """Constraints on arc labels weight each arc by its label's probability: the penalty
     against enumeration; the label scores get a gradient, equal on both routes and to
     finite differences; a teacher's rates read its label scores too."""
     scores, batch = make_batch([5, 3, 4, 1])
-    rates = brute_rates(scores, batch, LABEL_CONSTRAINTS, multiroot)
+    rates = brute_rates(scores, batch, constraints, multiroot)
     assert ((rates > 1e-3) & (rates < 0.99)).all()
-    expected = brute_penalty(rates, LABEL_CONSTRAINTS, penalty)
+    expected = brute_penalty(rates, constraints, penalty)
     grads = []
     for gradient in ("reverse", "t2"):
-        objective = ready(GeneralizedExpectation(LABEL_CONSTRAINTS, penalty, gradient), multiroot, labels=LABEL_VOCAB)
+        objective = ready(GeneralizedExpectation(constraints, penalty, gradient), multiroot, labels=LABEL_VOCAB)
         arcs, labels = scores.arcs.clone().requires_grad_(), scores.labels.clone().requires_grad_()
         loss = objective(Scores(arcs, labels), batch)
         torch.testing.assert_close(loss, expected, rtol=1e-10, atol=1e-12)
@@ -217,7 +222,7 @@ def test_label_features_match_brute_force(penalty, multiroot):
     assert grads[0][1].abs().max() > 1e-3
     torch.testing.assert_close(grads[1], grads[0], rtol=0, atol=1e-12)
     assert_directional_derivative(lambda a: objective(Scores(scores.arcs, a), batch), scores.labels, grads[0][1])
-    teacher = ready(GeneralizedExpectation(LABEL_CONSTRAINTS, penalty, targets_from="teacher"), multiroot, labels=LABEL_VOCAB)
+    teacher = ready(GeneralizedExpectation(constraints, penalty, targets_from="teacher"), multiroot, labels=LABEL_VOCAB)
     assert teacher(scores, batch, teacher=scores) < 1e-12
     assert teacher(scores, batch, teacher=Scores(scores.arcs, scores.labels.flip(-1))) > 1e-4
 
