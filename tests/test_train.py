@@ -399,13 +399,13 @@ def test_self_distillation_rounds_chain_their_teachers(monkeypatch, tmp_path):
                      ("self_distill", 2, str(tmp_path / "self_distill1.ckpt"))]
 
 
-def test_an_ensemble_of_supervised_seeds_teaches_the_first_round(monkeypatch, tmp_path):
-    """``--ensemble-seeds 1 2``: round 1 of seed 3 learns from the supervised cells of seeds 1
-    and 2 (trained or reused after its own), passed to train.py as one list; round 2 from
-    round 1's student; the rounds' rows and folders name the ensemble."""
+def _ensemble_rounds(monkeypatch, tmp_path, *options) -> list[tuple]:
+    """Run the low-resource driver for two self-distillation rounds of seed 3 with
+    ``--ensemble-seeds 1 2`` and ``options``, cells faked: the (objective, seed, round,
+    teacher) of each cell it asks for, in order."""
     from benchmarks import low_resource
 
-    calls, real_cell = [], low_resource.run_cell
+    calls = []
 
     def fake_cell(objective, size, seed, args, teacher=None, round_=None):
         calls.append((objective, seed, round_, teacher))
@@ -415,9 +415,20 @@ def test_an_ensemble_of_supervised_seeds_teaches_the_first_round(monkeypatch, tm
     monkeypatch.setattr(low_resource, "report", lambda results: "")
     monkeypatch.setattr(low_resource, "figure", lambda results, path: path)
     monkeypatch.setattr("sys.argv", ["low_resource", "--objectives", "supervised", "self_distill", "--rounds", "2",
-                                     "--sizes", "100", "--seeds", "3", "--ensemble-seeds", "1", "2",
+                                     "--sizes", "100", "--seeds", "3", "--ensemble-seeds", "1", "2", *options,
                                      "--results", str(tmp_path / "r.jsonl")])
     low_resource.main()
+    return calls
+
+
+def test_an_ensemble_of_supervised_seeds_teaches_the_first_round(monkeypatch, tmp_path):
+    """``--ensemble-seeds 1 2``: round 1 of seed 3 learns from the supervised cells of seeds 1
+    and 2 (trained or reused after its own), passed to train.py as one list; round 2 from
+    round 1's student; the rounds' rows and folders name the ensemble."""
+    from benchmarks import low_resource
+
+    real_cell = low_resource.run_cell
+    calls = _ensemble_rounds(monkeypatch, tmp_path)
     ensemble = [str(tmp_path / "supervisedNone-s1.ckpt"), str(tmp_path / "supervisedNone-s2.ckpt")]
     assert calls == [("supervised", 3, None, None), ("supervised", 1, None, None), ("supervised", 2, None, None),
                      ("self_distill", 3, 1, ensemble), ("self_distill", 3, 2, str(tmp_path / "self_distill1-s3.ckpt"))]
@@ -440,19 +451,8 @@ def test_a_committee_of_seeds_teaches_every_round(monkeypatch, tmp_path):
     the committee's rounds are named apart from round 1's ensemble."""
     from benchmarks import low_resource
 
-    calls, real_cell = [], low_resource.run_cell
-
-    def fake_cell(objective, size, seed, args, teacher=None, round_=None):
-        calls.append((objective, seed, round_, teacher))
-        return {"objective": objective}, tmp_path / f"{objective}{round_}-s{seed}.ckpt", True
-
-    monkeypatch.setattr(low_resource, "run_cell", fake_cell)
-    monkeypatch.setattr(low_resource, "report", lambda results: "")
-    monkeypatch.setattr(low_resource, "figure", lambda results, path: path)
-    monkeypatch.setattr("sys.argv", ["low_resource", "--objectives", "supervised", "self_distill", "--rounds", "2",
-                                     "--sizes", "100", "--seeds", "3", "--ensemble-seeds", "1", "2", "--committee",
-                                     "--results", str(tmp_path / "r.jsonl")])
-    low_resource.main()
+    real_cell = low_resource.run_cell
+    calls = _ensemble_rounds(monkeypatch, tmp_path, "--committee")
     supervised = [str(tmp_path / "supervisedNone-s1.ckpt"), str(tmp_path / "supervisedNone-s2.ckpt")]
     round_1 = [str(tmp_path / "self_distill1-s1.ckpt"), str(tmp_path / "self_distill1-s2.ckpt")]
     assert calls == [("supervised", 3, None, None), ("supervised", 1, None, None), ("supervised", 2, None, None),
