@@ -20,12 +20,13 @@ far and on which side each child tag's head lies (:func:`distance_constraints`);
 the set of every (child, universal relation), each child tag's label distribution
 (:func:`label_constraints`). A list may mix such names and constraints.
 
-Memory. The constraints' (direction, distance) pairs are a few arc classes, each a
-``(N+1, N+1)`` mask of positions. The expected count of every (parent tag, child tag, class)
-is a contraction of the masked arc marginals with the head's and the child's tag
-distributions, ``sum_b sum_{h,m} mu[b,h,m] [class] P[b,h,p] P[b,m,c]``: O(C B N^2 T) time and
-O(B N^2 + C T^2) memory for C classes, whatever the number of constraints K (no
-``(B, N+1, N+1, K)`` feature tensor).
+Memory. The constraints' (direction, distance) pairs are a few masks of positions
+``(N+1, N+1)``. The expected count of every (parent tag, child tag) of a mask is a
+contraction of the masked arc marginals with the head's and the child's tag distributions,
+``sum_b sum_{h,m} mu[b,h,m] [mask] P[b,h,p] P[b,m,c]``: O(M B N^2 T) time and O(B N^2 + C T^2)
+memory for M masks and C arc classes, whatever the number of constraints K (no
+``(B, N+1, N+1, K)`` feature tensor); constraints on labels add the ``(B, N+1, N+1, G)``
+probabilities of their G label groups, read at once per mask.
 """
 
 from __future__ import annotations
@@ -178,9 +179,10 @@ def label_constraints(tags: Sequence[str] = UPOS_TAGS,
 FAMILIES = {TAG_PAIRS: tag_pair_constraints, DISTANCES: distance_constraints, LABELS: label_constraints}
 
 
-def _label_match(a: str, b: str) -> bool:
-    """Whether some arc label has both constraint labels (a universal one covers its subtypes)."""
-    return a == b or a.split(":")[0] == b.split(":")[0] and (":" not in a or ":" not in b)
+def _covers(label: str, known: str) -> bool:
+    """Whether a constraint's ``label`` fires on arcs labeled ``known``: the same label, or
+    ``known``'s universal part when ``label`` has no subtype (``obl`` covers ``obl:tmod``)."""
+    return known == label if ":" in label else known.split(":")[0] == label
 
 
 def _overlap(a: Constraint, b: Constraint) -> bool:
@@ -190,7 +192,7 @@ def _overlap(a: Constraint, b: Constraint) -> bool:
     sides = None in (a.direction, b.direction) or a.direction == b.direction
     (lo_a, hi_a), (lo_b, hi_b) = a.distance or (1, None), b.distance or (1, None)
     distances = lo_a <= (hi_b or _FAR) and lo_b <= (hi_a or _FAR)
-    labels = None in (a.label, b.label) or _label_match(a.label, b.label)
+    labels = None in (a.label, b.label) or _covers(a.label, b.label) or _covers(b.label, a.label)
     return a.child == b.child and parents and sides and distances and labels
 
 
@@ -230,8 +232,7 @@ def _compile(constraints: Sequence[Constraint], upos_vocab: Sequence[str], devic
     labels = list(dict.fromkeys(c.label for c in constraints if c.label is not None))
     if labels and not label_vocab:
         raise ConfigurationError("constraints on labels need a parser that labels its arcs (a label vocabulary)")
-    groups = [[known == label if ":" in label else known.split(":")[0] == label for known in label_vocab]
-              for label in labels]
+    groups = [[_covers(label, known) for known in label_vocab] for label in labels]
     parent = [special[c.parent] if c.parent in special else index[c.parent] for c in constraints]
     child = [index[c.child] for c in constraints]
     side = [_SIDES[c.direction] for c in constraints]
@@ -450,7 +451,8 @@ class GeneralizedExpectation(Objective):
     Args:
         constraints: :class:`Constraint` objects (or their fields as dicts), the path of
             a YAML rules file, ``"tag_pairs"`` (:func:`tag_pair_constraints`), ``"distances"``
-            (:func:`distance_constraints`), or a list mixing them.
+            (:func:`distance_constraints`), ``"labels"`` (:func:`label_constraints`), or a list
+            mixing them.
         penalty: ``"squared"``, ``"kl"`` or ``"one_sided"``.
         gradient: ``"reverse"`` or ``"t2"``.
         targets_from: ``"rules"`` (the constraints' own targets), ``"labeled"``: estimated
