@@ -422,7 +422,7 @@ def _recipe(objective: str, variant: str) -> str:
     always names its constraints, lambda and schedule)."""
     words = _short(variant).split()
     pairs = [" ".join(words[i : i + 2]) for i in range(0, len(words), 2)]
-    if objective == "ge":  # configs/ge.yaml's values where the variant keeps them
+    if objective == "ge":  # configs/ge.yaml's values until 2026-11-26 (every row that keeps them is older)
         if not any(pair.startswith("constraints") for pair in pairs):
             pairs.insert(0, "constraints tag_pairs")
         if not any(pair.startswith("unsupervised_weight") for pair in pairs):

@@ -101,15 +101,18 @@ def test_ge_feature_families_and_rules_from_the_command_line(tiny_bert_dir):
 
 def test_readme_ge_recipe_parses(tiny_bert_dir, monkeypatch):
     """The README's GE commands build what they say: the default ``--objective ge`` is the
-    tag_pairs recipe (targets from the labeled sample, lambda 0.1 decaying); the override
+    tag-pair and distance recipe (targets from the labeled sample, lambda 0.1 decaying) on
+    mean-pooled subwords mixed over the layers, encoder dropout 0.1, the scorer at lr 1e-3; the override
     shown for the shipped Naseem et al. rules gives their 15 rule targets at a constant lambda 1."""
     monkeypatch.chdir(Path(train.__file__).parent)  # the rules path is relative to the checkout
     default = _readme_command("python train.py --objective ge  ")
     assert default == ["--objective", "ge"]
     cli = train.main(train.expand_objective([*default, "--model.encoder", str(tiny_bert_dir)])[1:], run=False)
     ge = term(cli.model, "GeneralizedExpectation")
-    assert len(ge.objective.constraints) == 595 and ge.objective.targets_from == "labeled"
+    assert len(ge.objective.constraints) == 595 + 17 * 2 * 4 and ge.objective.targets_from == "labeled"
     assert cli.datamodule.labeled_size == 100 and ge.data == "unlabeled"
+    options = cli.model.encoder_options
+    assert (options.pooling, options.layer_mix, options.dropout, cli.model.hparams.lr) == ("mean", True, 0.1, 1e-3)
     assert ge.weight == Schedule(0.1, warmup=100, decay="linear")
 
     rules = _readme_command("python train.py fit --config configs/ge_rules.yaml")
@@ -153,7 +156,7 @@ def test_low_resource_configs_are_the_reported_recipes(name, tiny_bert_dir):
     assert [(type(t.objective).__name__, t.data, t.weight) for t in cli.model.terms.terms] == RECIPE_TERMS[name]
     if name == "ge":
         ge = term(cli.model, "GeneralizedExpectation").objective
-        assert len(ge.constraints) == 595 and ge.targets_from == "labeled"
+        assert len(ge.constraints) == 595 + 17 * 2 * 4 and ge.targets_from == "labeled"
     header = "".join(line for line in path.read_text(encoding="utf-8").splitlines(keepends=True) if line.startswith("#"))
     assert "python train.py" in header and "minutes on one CPU thread" in header and "400 steps" in header
 
