@@ -117,6 +117,7 @@ def rules_yaml(constraints: Sequence[Constraint], header: str) -> str:
 
 
 def write_family_rates(args: argparse.Namespace) -> None:
+    """The second form of the module's command: one rules file, its header naming the command."""
     sentences = [s for path in args.sources for s in read_conllu(args.ud_root / path)[args.skip:]]
     rules = family_rules(args.families, sentences)
     command = "python -m benchmarks.ge_targets " + " ".join(
