@@ -6,7 +6,8 @@ or write a feature family's rules with targets counted on any treebank's gold tr
     python3 -m benchmarks.ge_targets --families tag_pairs distances --from UD_English-LinES/en_lines-ud-train.conllu \
         [--skip 100] --output rates.yaml     # then GE with constraints: rates.yaml, targets_from: rules
 
-In the second form every constraint of the families (:data:`objectives.ge.FAMILIES`) gets
+In the second form every constraint of the families (``tag_pairs``, ``distances``: the
+families of :data:`objectives.ge.FAMILIES` that need no label ids) gets
 its rate in the gold trees of the ``--from`` files, read in turn (each after its first
 ``--skip`` sentences: with ``--skip 100`` on the training file of a 100-sentence run, the
 rates of its unlabeled rest, an oracle no real run has); those whose child tag has fewer
