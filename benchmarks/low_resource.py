@@ -29,6 +29,7 @@ import random
 import re
 import shlex
 import statistics
+import textwrap
 import subprocess
 import sys
 import time
@@ -411,18 +412,58 @@ _NAMES = {"constraints tag_pairs": "tag pairs", "targets_from labeled": "from la
           "unsupervised_schedule linear_decay": "decaying λ", "unsupervised_schedule constant": "constant λ",
           "penalty kl": "KL penalty", "weighting count": "count weighting",
           "unlabeled_tags drop": "predicted tags"}
+LABEL_CHARS = 72  # a figure label's line; longer labels wrap
 _COLORS = {"supervised": "0.35", "entropy": "C0", "ge": "C2", "kl": "C4", "combined": "C1", "self_distill": "C5",
            "self_sample": "C7", "self_ge": "C8",
            "cross_treebank": "C6"}
 
 
+def _options(variant: str) -> tuple[list[str], list[str]]:
+    """A row's variant as the figure names it: the words before its first override
+    (``round 2 teachers of seeds 1 2 3``) and each override as ``key value`` with the key's
+    last part (``--model.encoder_options.pooling mean`` -> ``pooling mean``), a ``terms``
+    list as its objectives (``terms Likelihood+TagLikelihood+Distillation(labeled)``) and
+    ``--tagger``'s term as ``tagger``."""
+    try:
+        words = shlex.split(variant.replace(TAGGER, "--tagger"))
+    except ValueError:  # an unbalanced quote: the words as they are
+        words = variant.replace(TAGGER, "--tagger").split()
+    first = next((i for i, word in enumerate(words) if word.startswith("--")), len(words))
+    options: list[list[str]] = []
+    for word in words[first:]:
+        if word.startswith("--"):
+            key, _, value = word[2:].partition("=")
+            options.append([key.rstrip("+").rsplit(".", 1)[-1]] + ([value] if value else []))
+        else:
+            options[-1].append(word)
+    pairs = []
+    for key, *value in options:
+        text = " ".join(value)
+        if key == "terms":
+            text = "+".join(_term_name(term) for term in yaml.safe_load(text) or [])
+        elif "/" in text and not text.startswith("configs/rules/"):  # a path: its file name
+            text = Path(text).name
+        pairs.append(f"{key} {text}".strip())
+    return words[:first], pairs
+
+
+def _term_name(term: dict) -> str:
+    """``{"objective": {"class_path": "objectives.Distillation", "init_args": {"labeled": true}}}``
+    -> ``Distillation(labeled)``: the class and its init_args (flags by name)."""
+    objective = term["objective"]
+    path, init = (objective, {}) if isinstance(objective, str) else (objective["class_path"], objective.get("init_args", {}))
+    args = [name if value is True else f"{name} {value}" for name, value in init.items()]
+    return path.rsplit(".", 1)[-1] + (f"({', '.join(args)})" if args else "")
+
+
 def _recipe(objective: str, variant: str) -> str:
     """A figure label: ``ge (tag pairs from labeled, λ 0.1, decaying λ)`` for configs/ge.yaml
     as shipped, ``ge (Naseem rules, λ 1.0, constant λ)`` for an override of it (a GE label
-    always names its constraints, lambda and schedule)."""
-    words = _short(variant).split()
-    pairs = [" ".join(words[i : i + 2]) for i in range(0, len(words), 2)]
-    if objective == "ge":  # configs/ge.yaml's values until 2026-11-26 (every row that keeps them is older)
+    always names its constraints, lambda and schedule); ``self_distill (round 2, teachers of
+    seeds 1 2 3, tagger, encoder multilingual-e5-small, ...)`` for the rest (:func:`_options`)."""
+    head, pairs = _options(variant)
+    if objective == "ge" and not any(pair.startswith("terms") for pair in pairs):
+        # configs/ge.yaml's values until 2026-11-26 (every row that keeps them is older)
         if not any(pair.startswith("constraints") for pair in pairs):
             pairs.insert(0, "constraints tag_pairs")
         if not any(pair.startswith("unsupervised_weight") for pair in pairs):
@@ -434,7 +475,7 @@ def _recipe(objective: str, variant: str) -> str:
         pairs = sorted(pairs, key=lambda pair: not pair.startswith(("constraints", "targets_from")))
         pairs = sorted(pairs, key=lambda pair: pair.startswith("unsupervised_schedule"))
     names = [_NAMES.get(pair, pair.replace("unsupervised_weight ", "λ ")) for pair in pairs]
-    names = [name for name in names if name is not None]
+    names = ([" ".join(head)] if head else []) + [name for name in names if name is not None]
     label = ", ".join(names).replace("tag pairs, from labeled", "tag pairs from labeled")
     return objective + (f" ({label})" if names else "")
 
@@ -450,11 +491,15 @@ def figure(results: Path, output: Path) -> Path:
     las = [[run["las"] for (k, _, _), group in treebanks[treebank].items() if k == size for run in group]
            for treebank, size in panels]
     ranges = [max(scores) - min(scores) for scores in las]  # LAS points
-    fig = new_figure(3.2 + sum(2.0 + 0.13 * r for r in ranges), 0.9 + 0.34 * len(recipes), layout="constrained")
+    labels = [textwrap.fill(_recipe(*recipe), LABEL_CHARS) for recipe in recipes]
+    heights = [max(2, label.count("\n") + 1.5) for label in labels]  # in text lines
+    rows = [sum(heights[:i]) + height / 2 for i, height in enumerate(heights)]  # each recipe's y
+    fig = new_figure(3.2 + 0.055 * LABEL_CHARS + sum(2.0 + 0.13 * r for r in ranges), 0.9 + 0.15 * sum(heights),
+                     layout="constrained")
     axes = fig.subplots(1, len(panels), sharey=True, squeeze=False, width_ratios=[16 + r for r in ranges])[0]
     for ax, (treebank, size) in zip(axes, panels):
         cells, (base, _) = treebanks[treebank], baseline(treebanks[treebank], size)
-        for row, (objective, variant) in enumerate(recipes):
+        for row, (objective, variant) in zip(rows, recipes):
             scores = [run["las"] for run in cells.get((size, objective, variant), [])]
             if not scores:
                 continue
@@ -478,7 +523,7 @@ def figure(results: Path, output: Path) -> Path:
         ax.set_xlim(low, high + 0.2 * (high - low))  # room for the values
         ax.grid(axis="x", alpha=0.3)
         ax.tick_params(labelsize=8)
-    axes[0].set_yticks(range(len(recipes)), [_recipe(*recipe) for recipe in recipes], fontsize=8)
+    axes[0].set_yticks(rows, labels, fontsize=8)
     axes[0].invert_yaxis()  # the table's order, top to bottom
     name = "UD" if len(treebanks) > 1 else next(iter(treebanks), DEFAULT_TREEBANK).replace("_", " ")
     fig.suptitle(f"Low-resource {name}, 400 steps: test LAS of each seed (circles), mean (diamond) ± sd", fontsize=10)

@@ -94,6 +94,13 @@ def test_low_resource_report_draws_its_figure(tmp_path):
     assert output.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
     assert _recipe("ge", "--model.unsupervised_weight 0.1 --model.unsupervised_schedule linear_decay") == \
         "ge (tag pairs from labeled, λ 0.1, decaying λ)"
+    student = ("round 2 teachers of seeds 1 2 3 --model.encoder_options.pooling mean "
+               "'--model.terms=[{\"objective\": \"objectives.Likelihood\"}, {\"objective\": {\"class_path\": "
+               "\"objectives.Distillation\", \"init_args\": {\"labeled\": true, \"temperature\": 2.0}}}]' "
+               "--data.train /data/wo_wtb-first100.conllu")
+    assert _recipe("self_distill", student) == ("self_distill (round 2 teachers of seeds 1 2 3, pooling mean, "
+                                                "terms Likelihood+Distillation(labeled, temperature 2.0), "
+                                                "train wo_wtb-first100.conllu)")
 
 
 def test_a_curve_of_one_logged_step_is_drawn_as_a_visible_point(tmp_path):
