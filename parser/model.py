@@ -42,6 +42,10 @@ class Parser(LightningModule):
             frozen and not saved in this model's checkpoints.
         teacher_ema: instead, a teacher that is the moving average of this parser's weights
             with this decay (self-distillation that needs no other labeled data).
+        teacher_cache_mib: keep the ``teacher``'s scores of up to this many MiB of sentences
+            in CPU memory, so that a sentence seen again costs it no forward pass (a small
+            unlabeled corpus read for several epochs; :class:`~parser.training.teacher.Teacher`);
+            0: none.
         decoding: trees from scores (:class:`~parser.decoding.decode.Decoding`: tree set, projective,
             crossing margin); its tree set (``multiroot``) is every term's too.
         lr, encoder_lr, weight_decay, warmup_steps: AdamW with linear warm-up then linear
@@ -54,8 +58,8 @@ class Parser(LightningModule):
 
     def __init__(self, encoder: str = "all-MiniLM-L6-v2", encoder_options: EncoderOptions = EncoderOptions(),
                  heads: Heads = Heads(), terms: list[Term] | None = None, teacher: str | list[str] | None = None,
-                 teacher_ema: float | None = None, decoding: Decoding = Decoding(), lr: float = 2e-3,
-                 encoder_lr: float = 5e-5, weight_decay: float = 0.01, warmup_steps: int = 200,
+                 teacher_ema: float | None = None, teacher_cache_mib: float = 1024, decoding: Decoding = Decoding(),
+                 lr: float = 2e-3, encoder_lr: float = 5e-5, weight_decay: float = 0.01, warmup_steps: int = 200,
                  labels: list[str] | None = None):
         super().__init__()
         if teacher and teacher_ema is not None:
@@ -64,7 +68,8 @@ class Parser(LightningModule):
         heads = dataclasses.replace(heads, tagger=heads.tagger or self.terms.needs("tag_scores"))
         self.encoder_options, self.heads, self.decoding = encoder_options, heads, decoding
         self.save_hyperparameters({"encoder": encoder, "encoder_options": asdict(encoder_options), "heads": asdict(heads),
-                                   "teacher": teacher, "teacher_ema": teacher_ema, "decoding": asdict(decoding), "lr": lr,
+                                   "teacher": teacher, "teacher_ema": teacher_ema,
+                                   "teacher_cache_mib": teacher_cache_mib, "decoding": asdict(decoding), "lr": lr,
                                    "encoder_lr": encoder_lr, "weight_decay": weight_decay, "warmup_steps": warmup_steps,
                                    "labels": labels})
         self.network: Network | None = None
@@ -110,7 +115,7 @@ class Parser(LightningModule):
         if paths:
             loaded = [(path, Parser.load(path)) for path in ([paths] if isinstance(paths, str) else paths)]
             return Teacher.frozen([(path, parser.network, parser.decoding.multiroot) for path, parser in loaded],
-                                  self.decoding.multiroot)
+                                  self.decoding.multiroot, self.hparams.teacher_cache_mib)
         return Teacher.moving_average(self.network, self.hparams.teacher_ema)
 
     def forward(self, words: list[list[str]], subwords=None) -> Scores:

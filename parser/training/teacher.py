@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from collections import OrderedDict
 from collections.abc import Sequence
 
 import torch
@@ -23,16 +24,23 @@ class Teacher:
     step, from the student as it begins to train). Several frozen parsers teach as their
     product of experts: the mean of their scores, so ``p(d) ~ prod_i p_i(d)^(1/n)``, as sure as
     each where they agree and less sure where they do not. The moving average's state goes
-    into the student's checkpoints, so that a resumed run goes on with it."""
+    into the student's checkpoints, so that a resumed run goes on with it.
 
-    def __init__(self, networks: Sequence[Network], decay: float | None = None):
+    A frozen teacher with ``cache_mib`` > 0 keeps its scores of each sentence in CPU memory
+    (least recently used out first, at most that many MiB), so that a sentence seen again (the
+    next epoch of a small unlabeled corpus) costs it no forward pass. On CPU a network's scores
+    of a sentence do not depend on the batch it comes in, so a run with the cache trains as
+    one without it, and a resumed run, whose cache starts empty, as the run it resumes."""
+
+    def __init__(self, networks: Sequence[Network], decay: float | None = None, cache_mib: float = 0):
         if not networks or (decay is not None and len(networks) != 1):
             raise ValueError("a teacher is one or more frozen networks, or one moving average")
         self.networks = [network.requires_grad_(False) for network in networks]
         self.decay = decay
+        self.cache = SentenceScores(cache_mib) if cache_mib > 0 and decay is None else None
 
     @classmethod
-    def frozen(cls, parsers: Sequence[tuple[str, Network, bool]], student_multiroot: bool) -> Teacher:
+    def frozen(cls, parsers: Sequence[tuple[str, Network, bool]], student_multiroot: bool, cache_mib: float = 0) -> Teacher:
         """The networks of the parsers saved at these paths (``(path, network, multiroot)``),
         each of which must parse the student's tree set."""
         for path, _, multiroot in parsers:
@@ -40,7 +48,7 @@ class Teacher:
                 raise ConfigurationError(
                     f"the teacher {path} parses {TREE_SETS[multiroot]} trees, this parser {TREE_SETS[student_multiroot]} "
                     f"ones: give --model.decoding.multiroot {multiroot} or another teacher")
-        return cls([network for _, network, _ in parsers])
+        return cls([network for _, network, _ in parsers], cache_mib=cache_mib)
 
     @classmethod
     def moving_average(cls, student: Network, decay: float) -> Teacher:
@@ -53,9 +61,25 @@ class Teacher:
 
     @torch.no_grad()
     def scores(self, words: list[list[str]], labels: Sequence[str], device: torch.device) -> Scores:
-        """The teachers' mean scores of ``words`` (arcs ``[B, N, N]``, labels ``[B, N, N, L]``),
+        """The teachers' mean scores of ``words`` (arcs ``[B, N+1, N+1]``, labels ``[B, N+1, N+1, L]``),
         their labels in the student's vocabulary ``labels`` (by name: a teacher from another
-        treebank gives no mass to labels it never saw)."""
+        treebank gives no mass to labels it never saw); with a cache, zeros where a sentence is
+        shorter than the batch's longest."""
+        if self.cache is None:
+            return self._mean_scores(words, labels, device)
+        known = {tuple(sentence): self.cache.get(sentence) for sentence in words}
+        missing = [list(sentence) for sentence, scores in known.items() if scores is None]
+        if missing:
+            fresh = self._mean_scores(missing, labels, device)
+            for i, sentence in enumerate(missing):
+                n = len(sentence) + 1
+                known[tuple(sentence)] = Scores(fresh.arcs[i, :n, :n].cpu().clone(), fresh.labels[i, :n, :n].cpu().clone())
+                self.cache.put(sentence, known[tuple(sentence)])
+        sentences = [known[tuple(sentence)] for sentence in words]
+        return Scores(_stack_padded([s.arcs for s in sentences]).to(device),
+                      _stack_padded([s.labels for s in sentences]).to(device))
+
+    def _mean_scores(self, words: list[list[str]], labels: Sequence[str], device: torch.device) -> Scores:
         arcs, label_scores = [], []
         for network in self.networks:
             scores = network.to(device).eval()(words)
@@ -75,3 +99,42 @@ class Teacher:
 
     def load_state_dict(self, state: dict) -> None:
         self.networks[0].load_state_dict(state)
+
+
+class SentenceScores:
+    """A teacher's scores by sentence (its words), the least recently used dropped beyond
+    ``mib`` MiB."""
+
+    def __init__(self, mib: float):
+        self.capacity = int(mib * 2**20)
+        self.size = 0
+        self._scores: OrderedDict[tuple[str, ...], Scores] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._scores)
+
+    def get(self, words: Sequence[str]) -> Scores | None:
+        scores = self._scores.get(tuple(words))
+        if scores is not None:
+            self._scores.move_to_end(tuple(words))
+        return scores
+
+    def put(self, words: Sequence[str], scores: Scores) -> None:
+        """Keep a sentence's ``(N+1, N+1)`` arc and ``(N+1, N+1, L)`` label scores."""
+        self._scores[tuple(words)] = scores
+        self.size += _bytes(scores)
+        while self.size > self.capacity and self._scores:
+            self.size -= _bytes(self._scores.popitem(last=False)[1])
+
+
+def _bytes(scores: Scores) -> int:
+    return sum(t.numel() * t.element_size() for t in (scores.arcs, scores.labels))
+
+
+def _stack_padded(tensors: list[torch.Tensor]) -> torch.Tensor:
+    """``(n_i+1, n_i+1, ...)`` tensors -> ``(B, N+1, N+1, ...)``, zeros beyond each one."""
+    size = max(t.shape[0] for t in tensors)
+    out = tensors[0].new_zeros(len(tensors), size, size, *tensors[0].shape[2:])
+    for i, t in enumerate(tensors):
+        out[i, : t.shape[0], : t.shape[1]] = t
+    return out

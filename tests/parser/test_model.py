@@ -338,6 +338,56 @@ def test_several_teachers_teach_their_product_of_experts(tiny_bert_dir, small_tr
         Teacher([p.network for p in parsers], decay=0.9)
 
 
+def test_a_cached_teacher_scores_each_sentence_once(tiny_bert_dir, small_treebank):
+    """With ``cache_mib``, the teacher scores only the sentences it has not seen (once each,
+    in one batch), and gives the batch's scores as without a cache where the sentences are,
+    zeros beyond them."""
+    sentences = read_conllu(small_treebank)[:5]
+    labels = sorted({d for s in sentences for d in s.deprels})
+    network = tiny_parser(tiny_bert_dir, labels=labels).eval().network
+    words = [s.words for s in sentences]
+    cpu = torch.device("cpu")
+    batched = Teacher([network]).scores(words, labels, cpu)
+    calls = []
+    network.register_forward_hook(lambda module, inputs, output: calls.append(len(inputs[0])))
+    cached = Teacher([network], cache_mib=64)
+    first = cached.scores(words[:3] + words[:1], labels, cpu)  # the first sentence twice
+    assert calls == [3] and len(cached.cache) == 3
+    again = cached.scores(words[::-1], labels, cpu)  # three known sentences, two new
+    assert calls == [3, 2] and len(cached.cache) == 5
+    for i, sentence in enumerate(words):
+        n = len(sentence) + 1
+        row = again.arcs[len(words) - 1 - i]
+        torch.testing.assert_close(row[:n, :n], batched.arcs[i, :n, :n])
+        torch.testing.assert_close(again.labels[len(words) - 1 - i, :n, :n], batched.labels[i, :n, :n])
+        assert not row[n:].any() and not row[:, n:].any()
+        if i < 3:
+            assert torch.equal(first.arcs[i, :n, :n], row[:n, :n])
+    assert torch.equal(first.arcs[3], first.arcs[0])
+
+
+def test_the_teacher_cache_keeps_the_latest_sentences_within_its_size(tiny_bert_dir, small_treebank):
+    """Past ``cache_mib``, the least recently used sentences go first; a moving-average
+    teacher (whose scores change every step) keeps none."""
+    sentences = read_conllu(small_treebank)[:6]
+    labels = sorted({d for s in sentences for d in s.deprels})
+    network = tiny_parser(tiny_bert_dir, labels=labels).eval().network
+    words = [s.words for s in sentences]
+    sizes = []
+    for sentence in words:
+        alone = Teacher([network], cache_mib=64)
+        alone.scores([sentence], labels, torch.device("cpu"))
+        sizes.append(alone.cache.size)
+    room = sizes[-1] + sizes[-2] + min(sizes[:-2]) // 2  # the last two sentences fit, no third one
+    teacher = Teacher([network], cache_mib=room / 2**20)
+    for sentence in words:
+        teacher.scores([sentence], labels, torch.device("cpu"))
+        assert teacher.cache.size <= teacher.cache.capacity
+    assert len(teacher.cache) == 2 and teacher.cache.size == sizes[-1] + sizes[-2]
+    assert teacher.cache.get(words[-1]) is not None and teacher.cache.get(words[-2]) is not None
+    assert Teacher([network], decay=0.9, cache_mib=64).cache is None
+
+
 def test_ema_teacher_follows_the_student(tiny_bert_dir, small_treebank, tmp_path):
     """Self-distillation from a moving average of the parser's own weights: the teacher
     starts as the parser and after each step moves (1 - decay) of the way to it."""

@@ -14,10 +14,13 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 
 from objectives.entropy_regularizer import EntropyRegularizer
 from objectives.ge import GeneralizedExpectation
+from objectives.kl import Distillation
 from objectives.likelihood import Likelihood
 from objectives.schedule import Schedule
 from parser.training.callbacks import ResumeRandomState
+from parser.training.teacher import Teacher
 from parser.data.datamodule import DependencyDataModule
+from parser.data.sentences import read_conllu
 from parser.model import Parser
 from parser.network import Heads
 from parser.training.terms import Term
@@ -38,31 +41,47 @@ def _objective(name: str):
         return EntropyRegularizer()
     if name == "ge":
         return GeneralizedExpectation("tag_pairs", targets_from="labeled", min_count=2)
+    if name == "distill":
+        return Distillation(labeled=True)
     return None
 
 
-def _fit(tiny_bert_dir, treebank, root: Path, objective: str, ckpt_path: Path | None = None) -> Trainer:
-    """Likelihood (with ``objective`` on the rest of the file as unlabeled text) for STEPS
+def _teacher(tiny_bert_dir, treebank, root: Path) -> str:
+    """An untrained parser of the treebank's labels with random scores, saved."""
+    torch.manual_seed(1)
+    teacher = Parser(encoder=str(tiny_bert_dir), heads=Heads(32, 16),
+                     labels=sorted({label for s in read_conllu(treebank) for label in s.deprels}))
+    for parameter in teacher.network.scorer.parameters():
+        torch.nn.init.normal_(parameter, std=0.5)
+    return str(teacher.save(root / "teacher"))
+
+
+def _fit(tiny_bert_dir, treebank, root: Path, objective: str, ckpt_path: Path | None = None,
+         teacher_cache_mib: float = 64, steps: int = STEPS) -> Trainer:
+    """Likelihood (with ``objective`` on the rest of the file as unlabeled text) for ``steps``
     steps, validating every EVERY; checkpoints every EVERY steps (before validation), at
-    each validation's end and at each epoch's end, all kept."""
+    each validation's end and at each epoch's end, all kept. ``distill``: the teacher keeps
+    its scores of each sentence (a resumed run's cache starts empty)."""
+    teacher = ({"teacher": _teacher(tiny_bert_dir, treebank, root), "teacher_cache_mib": teacher_cache_mib}
+               if objective == "distill" else {})
     seed_everything(0)
     labeled_only = objective == "likelihood"
     data = DependencyDataModule(treebank=None, train=str(treebank), dev=str(treebank), seed=3,
                                 batch_tokens=300 if labeled_only else 120, labeled_size=None if labeled_only else 20)
     unlabeled = _objective(objective)
     terms = [Term(Likelihood())] + ([Term(unlabeled, "unlabeled", Schedule(0.5, warmup=2, decay="linear"))] if unlabeled else [])
-    model = Parser(encoder=str(tiny_bert_dir), heads=Heads(32, 16), terms=terms, warmup_steps=2)
+    model = Parser(encoder=str(tiny_bert_dir), heads=Heads(32, 16), terms=terms, warmup_steps=2, **teacher)
     checkpoints = [
         ModelCheckpoint(dirpath=root, filename="{step}", every_n_train_steps=EVERY, save_top_k=-1),
         ModelCheckpoint(dirpath=root, filename="validated-{step}", monitor="val/las", mode="max", save_top_k=-1,
                         save_on_train_epoch_end=False),
         ModelCheckpoint(dirpath=root, filename="epoch-{epoch}-{step}", save_top_k=-1, save_on_train_epoch_end=True),
     ]
-    trainer = Trainer(max_steps=STEPS, max_epochs=-1, logger=False, enable_progress_bar=False,
+    trainer = Trainer(max_steps=steps, max_epochs=-1, logger=False, enable_progress_bar=False,
                       enable_model_summary=False, val_check_interval=EVERY, check_val_every_n_epoch=None,
                       limit_val_batches=2, num_sanity_val_steps=0, callbacks=[*checkpoints, ResumeRandomState()])
     trainer.fit(model, data, ckpt_path=ckpt_path)
-    assert trainer.global_step == STEPS
+    assert trainer.global_step == steps
     return trainer
 
 
@@ -85,7 +104,7 @@ def test_resume_from_every_kind_of_checkpoint_is_exact(tiny_bert_dir, treebank, 
         _assert_same_parameters(straight.lightning_module, resumed.lightning_module, checkpoint)
 
 
-@pytest.mark.parametrize("objective", ["entropy", "ge"])
+@pytest.mark.parametrize("objective", ["entropy", "ge", "distill"])
 def test_resume_with_an_unlabeled_stream_from_a_mid_epoch_checkpoint_is_exact(objective, tiny_bert_dir, treebank,
                                                                                 tmp_path):
     straight = _fit(tiny_bert_dir, treebank, tmp_path / "straight", objective)
@@ -115,3 +134,19 @@ def test_resume_of_an_epoch_based_run_from_an_epoch_end_checkpoint_is_exact(tiny
     checkpoint = tmp_path / "straight" / "epoch=0.ckpt"
     resumed = fit(tmp_path / "resumed", checkpoint)
     _assert_same_parameters(straight.lightning_module, resumed.lightning_module, checkpoint)
+
+
+def test_a_teacher_with_a_cache_teaches_as_one_without(tiny_bert_dir, treebank, tmp_path, monkeypatch):
+    """The cache (scores of the sentences seen in earlier batches, zeros as padding) changes
+    nothing the student learns, and spares the teacher the sentences that come again."""
+    asked, scored = [], []
+    ask, score = Teacher.scores, Teacher._mean_scores
+    monkeypatch.setattr(Teacher, "scores", lambda self, words, *a: asked.extend(words) or ask(self, words, *a))
+    monkeypatch.setattr(Teacher, "_mean_scores", lambda self, words, *a: scored.extend(words) or score(self, words, *a))
+    cached = _fit(tiny_bert_dir, treebank, tmp_path / "cached", "distill", steps=15)  # 40 unlabeled sentences, ~4 a step
+    model = cached.lightning_module
+    assert len(scored) == len(model._teacher.cache) < len(asked), "some unlabeled sentence must come again"
+    plain = _fit(tiny_bert_dir, treebank, tmp_path / "plain", "distill", teacher_cache_mib=0, steps=15)
+    assert plain.lightning_module._teacher.cache is None
+    for (name, a), (_, b) in zip(model.named_parameters(), plain.lightning_module.named_parameters(), strict=True):
+        torch.testing.assert_close(a, b, msg=name)
