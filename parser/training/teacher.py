@@ -71,9 +71,10 @@ class Teacher:
         missing = [list(sentence) for sentence, scores in known.items() if scores is None]
         if missing:
             fresh = self._mean_scores(missing, labels, device)
+            arcs, label_scores = fresh.arcs.cpu(), fresh.labels.cpu()  # one copy from the device
             for i, sentence in enumerate(missing):
-                n = len(sentence) + 1
-                known[tuple(sentence)] = Scores(fresh.arcs[i, :n, :n].cpu().clone(), fresh.labels[i, :n, :n].cpu().clone())
+                n = len(sentence) + 1  # each its own storage, not a view of the batch
+                known[tuple(sentence)] = Scores(arcs[i, :n, :n].clone(), label_scores[i, :n, :n].clone())
                 self.cache.put(sentence, known[tuple(sentence)])
         sentences = [known[tuple(sentence)] for sentence in words]
         return Scores(_stack_padded([s.arcs for s in sentences]).to(device),
