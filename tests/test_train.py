@@ -164,13 +164,14 @@ def test_low_resource_configs_are_the_reported_recipes(name, tiny_bert_dir):
 def test_the_multilingual_low_resource_config_is_the_self_distillation_student(tiny_bert_dir):
     """configs/low_resource_multilingual.yaml: e5-small with fixed embeddings, word vectors
     from a layer mix (mean-pooled subwords, dropout 0.1, scorer at lr 1e-3: the measured
-    recipe's --train-args), the tagger, the exact KL over labeled trees on the unlabeled
-    rest; the teacher is the user's (step 1 of its header)."""
+    recipe's --train-args), word dropout 0.15 (a noisy student), the tagger, the exact KL over
+    labeled trees on the unlabeled rest; the teacher is the user's (step 1 of its header)."""
     path = train.CONFIGS / "low_resource_multilingual.yaml"
     cli = train.main(["--config", str(path), "--model.teacher", "teacher.ckpt"], run=False)
     assert cli.model.hparams.encoder == "multilingual-e5-small" and cli.model.encoder_options.freeze == "embeddings"
     options = cli.model.encoder_options
     assert (options.pooling, options.layer_mix, options.dropout, cli.model.hparams.lr) == ("mean", True, 0.1, 1e-3)
+    assert options.word_dropout == 0.15  # the noisy student (its teachers, likelihood_low_resource.yaml, have none)
     assert objectives(cli.model) == ["Likelihood", "TagLikelihood", "Distillation"]
     assert cli.model.terms.terms[2].data == "unlabeled" and cli.datamodule.labeled_size == 100
     assert cli.model.terms.terms[2].objective.labeled
