@@ -29,9 +29,9 @@ import random
 import re
 import shlex
 import statistics
-import textwrap
 import subprocess
 import sys
+import textwrap
 import time
 from collections.abc import Callable
 from datetime import date
