@@ -318,12 +318,6 @@ def trains_tagger(model_config: dict) -> bool:
     return any(path.endswith("TagLikelihood") for path in paths) or (model_config.get("tagger_weight") or 0) > 0
 
 
-def _short(overrides: str) -> str:
-    """Overrides as the table shows them: ``--model.unsupervised.init_args.penalty kl`` -> ``penalty kl``,
-    ``--data.unlabeled_tags drop`` -> ``unlabeled_tags drop``, ``--tagger``'s term -> ``tagger``."""
-    return re.sub(r"--(model\.unsupervised\.init_args|model|data|trainer)\.", "", overrides.replace(TAGGER, "tagger"))
-
-
 Cells = dict[tuple[int | str, str, str], list[dict]]  # (labeled size, objective, variant) -> its runs
 
 
@@ -410,7 +404,7 @@ def _table(cells: Cells, treebank: str) -> str:
                 share = f"{100 * (statistics.mean(g['las'] for g in group) - low) / (top - low):.0f}%"
         extra = statistics.mean(g.get("extra_labeled", 0) for g in group)
         minutes = statistics.mean(g["train_seconds"] for g in group) / 60
-        lines.append(f"| {size} | {objective} | {_short(variant) or '-'} | {len(group)} | {stat('uas')} | {stat('las')} "
+        lines.append(f"| {size} | {objective} | {_overrides(variant) or '-'} | {len(group)} | {stat('uas')} | {stat('las')} "
                      f"| {share} | {extra:,.0f} | {minutes:.0f} |")
     if top is not None:
         lines += ["", (f"Share of gap: (LAS - supervised-only LAS) / (ceiling - supervised-only LAS) at the same labeled "
@@ -422,7 +416,7 @@ def _table(cells: Cells, treebank: str) -> str:
     return "\n".join(lines)
 
 
-# How the figure names overrides (``key value`` of _short); others keep that form, None drops it.
+# How the figure names overrides (``key value`` of _options); others keep that form, None drops it.
 _NAMES = {"constraints tag_pairs": "tag pairs", "targets_from labeled": "from labeled",
           "constraints configs/rules/naseem_ud.yaml": "Naseem rules", "targets_from rules": None,
           "unsupervised_schedule linear_decay": "decaying λ", "unsupervised_schedule constant": "constant λ",
@@ -461,6 +455,13 @@ def _options(variant: str) -> tuple[list[str], list[str]]:
             text = Path(text).name
         pairs.append(f"{key} {text}".strip())
     return words[:first], pairs
+
+
+def _overrides(variant: str) -> str:
+    """A row's variant as the report's table shows it: :func:`_options`' words, then its
+    ``key value`` pairs (``round 2 tagger lr 1e-3 terms Likelihood+Distillation(labeled)``)."""
+    head, pairs = _options(variant)
+    return " ".join(head + pairs)
 
 
 def _term_name(term: dict) -> str:
