@@ -35,7 +35,6 @@ import json
 import os
 import sys
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 from torch import Tensor

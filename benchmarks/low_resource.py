@@ -26,7 +26,6 @@ import hashlib
 import json
 import os
 import random
-import re
 import shlex
 import statistics
 import subprocess

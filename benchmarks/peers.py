@@ -535,7 +535,7 @@ def report(rows: list[dict]) -> str:
     for row in rows:
         runs.setdefault(row["run"], []).append(row)
     parts = []
-    for run_id, members in runs.items():
+    for members in runs.values():
         first = members[0]
         parts.append(f"**{first['sentences']} training sentences ({first['words']} words) x {first['epochs']} epoch(s), "
                      f"~{first['batch_tokens']} words a step, {first['threads']} thread, {first['date']}, "

@@ -103,7 +103,7 @@ def test_padding_and_batch_mates_do_not_matter(batch, garbage):
     torch.testing.assert_close(log_z, expected_log_z, rtol=1e-10, atol=1e-10)
     padded = torch.nn.functional.pad(scores, (0, 2, 0, 2), value=garbage)
     padded = torch.where(arc_mask(lengths, padded.shape[1] - 1), padded, garbage)
-    for b, n in enumerate(lengths.tolist()):
+    for b in range(len(lengths)):
         alone = padded[b : b + 1]
         one = lengths[b : b + 1]
         torch.testing.assert_close(log_partition(alone, one, multiroot), log_z[b : b + 1], rtol=1e-12, atol=1e-12)

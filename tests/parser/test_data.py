@@ -329,7 +329,7 @@ def test_datamodule_semi_supervised(treebank, tmp_path):
     iter(loader)
     assert len(loader) == 1  # the labeled side sets the length; the stream runs on
     seen = []
-    for epoch in range(3):
+    for _ in range(3):
         for step, _, _ in loader:
             assert step["labeled"].heads is not None
             assert step["unlabeled"].heads is None and step["unlabeled"].labels is None
