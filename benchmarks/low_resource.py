@@ -5,10 +5,10 @@ the training file (the rest of it unlabeled), parses the test file with the best
 (``parser.predict``) and scores it with ``parser.evaluate``. The recipes are the shipped
 configs (``RECIPES``); a cell adds only its seed, K, the treebank, its output folder and,
 for kl, the teacher, then ``--train-args`` (and, for the cells that learn from a teacher,
-``--student-args``). One JSON line per run goes to ``--results``
-(scores, the exact command, the commit); ``--report`` prints the markdown table (mean and
-spread over seeds, share of the supervised-to-full-data gap) from that file and draws it to
-``--figure`` (test LAS by recipe and labeled size, every seed a point).
+``--student-args``), and writes under ``--output``/TREEBANK/CELL. One JSON line per run goes
+to ``--results`` (scores, the exact command, the commit); ``--report`` prints the markdown
+table (mean and spread over seeds, share of the supervised-to-full-data gap) from that file
+and draws it to ``--figure`` (test LAS by recipe and labeled size, every seed a point).
 
     python -m benchmarks.low_resource --sizes 100 --seeds 1 2 3 --teacher runs/likelihood/version_0/checkpoints/best.ckpt
     python -m benchmarks.low_resource --report
@@ -62,12 +62,12 @@ RECIPES = {"supervised": "likelihood_low_resource", "entropy": "entropy", "ge": 
 SELF_TRAINING = ("self_distill", "self_sample", "self_ge")
 DISTILLING = ("kl", *SELF_TRAINING, "cross_treebank")  # the recipes that take a teacher
 # cross_treebank: KL from a teacher trained on all of other treebanks (--teacher-treebank: one,
-# or several read as one multilingual training set,
-# by configs/likelihood.yaml, once per output folder): domain adaptation with no labeled data
-# of the target beyond the K sentences; the teacher's sentences count as extra labeled.
+# or several read as one multilingual training set; by --teacher-config with --teacher-args,
+# once per output folder and those two): domain adaptation with no labeled data of the target
+# beyond the K sentences; the teacher's sentences count as extra labeled.
 TEACHER_CONFIG = "configs/likelihood.yaml"  # the cross_treebank teacher's recipe by default
 ALL = "all"  # --sizes all: every training sentence labeled (a full-data row, the ceiling)
-MAX_VARIANT_CHARS = 120  # the run folder keeps this much of --train-args, then a digest of all of it
+MAX_VARIANT_CHARS = 120  # a run folder's name keeps this much of its overrides, then a digest of all of them
 # Full-data test LAS of a treebank's supervised recipe and where it was measured: the ceiling
 # of the report when the results hold no full-data row (``"labeled": "all"``) of the treebank.
 SMALL_TREEBANK_FULL_DATA = ("configs/small_treebank.yaml on all of train, 15 epochs, MST, docs/experiments.md "
@@ -81,6 +81,16 @@ FULL_DATA_LAS = {
 }
 DEFAULT_TREEBANK = "UD_English-EWT"  # the treebank of rows that do not name theirs (the first rows)
 TAGGER = shlex.join(['--model.terms+={"objective": "objectives.TagLikelihood"}'])  # --tagger: a UPOS head's term
+
+
+def folder_name(overrides: str) -> str:
+    """A run folder's name for ``overrides``: its letters, digits, dots and underscores (the
+    rest as ``_``), cut to ``MAX_VARIANT_CHARS`` with a digest of all of it when longer (a
+    folder name has at most 255 bytes)."""
+    name = "".join(c if c.isalnum() or c in "._" else "_" for c in overrides)
+    if len(name) > MAX_VARIANT_CHARS:
+        name = f"{name[:MAX_VARIANT_CHARS - 11]}_{hashlib.sha1(overrides.encode()).hexdigest()[:10]}"
+    return name
 
 
 def train_command(objective: str, size: int | str, seed: int, treebank: str, output: Path | str,
@@ -171,18 +181,20 @@ def teacher_labeled(teacher: str, data_root: Path) -> int:
 def other_treebank_teacher(args: argparse.Namespace, record) -> Path:
     """The cross_treebank teacher: ``--teacher-config`` (``configs/likelihood.yaml``) with
     ``--teacher-args`` on all of ``--teacher-treebank`` (seed 1; several treebanks: their
-    files one after the other, dev included), trained once per output folder; its test
-    score on ``--treebank`` (no target data at all) is recorded as a row of its own."""
+    files one after the other, dev included), trained once per output folder, config and
+    overrides; its test score on ``--treebank`` (no target data at all) is recorded as a
+    row of its own."""
     treebanks = [args.teacher_treebank] if isinstance(args.teacher_treebank, str) else args.teacher_treebank
-    out = Path(args.output) / f"teacher-{teacher_name(args)}"
     config = Path(getattr(args, "teacher_config", TEACHER_CONFIG))
+    teacher_args = getattr(args, "teacher_args", "")
+    out = Path(args.output) / f"teacher-{folder_name(' '.join((teacher_name(args), str(config), teacher_args)).strip())}"
     best = out / config.stem / "version_0" / "checkpoints" / "best.ckpt"
     if (ROOT / best).exists():
         return best
     command = ["train.py", "fit", "--config", str(config), "--seed_everything", "1", "--data.seed", "1",
                "--data.treebank", treebanks[0] if len(treebanks) == 1 else json.dumps(treebanks),
                "--data.root", str(args.data_root), "--trainer.default_root_dir", str(out),
-               *shlex.split(getattr(args, "teacher_args", ""))]
+               *shlex.split(teacher_args)]
     recorded = provenance(command)
     start = time.perf_counter()
     subprocess.run([sys.executable, *command], check=True, cwd=ROOT)
@@ -256,14 +268,14 @@ def run_cell(objective: str, size: int | str, seed: int, args: argparse.Namespac
     ``teacher``/``round_``: a self-distillation round's teacher (the previous student, or
     round 1's ensemble of ``--ensemble-seeds``)."""
     train_args = cell_args(objective, args)
-    variant = "".join(c if c.isalnum() or c in "._" else "_" for c in train_args)
-    if len(variant) > MAX_VARIANT_CHARS:  # a folder name has at most 255 bytes: keep a readable head and a digest
-        variant = f"{variant[:MAX_VARIANT_CHARS - 11]}_{hashlib.sha1(train_args.encode()).hexdigest()[:10]}"
+    variant = folder_name(train_args)
     partial = f"-partial{args.partial_arcs}" if args.partial_arcs is not None else ""
     ensemble = getattr(args, "ensemble_seeds", None) if round_ is not None else None
     committee = bool(ensemble) and getattr(args, "committee", False) and round_ > 1
     lineage = f"{'c' if committee else 'e'}{'_'.join(map(str, ensemble))}" if ensemble else ""  # e1_2_3, not e123
-    out = Path(args.output) / f"{objective}{'' if round_ is None else round_}{lineage}-k{size}{partial}-s{seed}{variant}"
+    # one folder per treebank: a recorded cell's checkpoint is never another treebank's
+    out = (Path(args.output) / args.treebank
+           / f"{objective}{'' if round_ is None else round_}{lineage}-k{size}{partial}-s{seed}{variant}")
     label = train_args if round_ is None else f"round {round_}" + (
         f" {'committee' if committee else 'teachers'} of seeds {' '.join(map(str, ensemble))}" if ensemble else ""
     ) + (f" {train_args}" if train_args else "")

@@ -12,7 +12,8 @@ three ways (``mst``, ``eisner``, ``margin``) with ``parser.predict`` and scores 
 ``parser.evaluate``: LAS and friends, the share of non-projective predicted trees beside
 gold's, and the head accuracy of words on predicted crossing arcs. One JSON line per run and
 decoder goes to ``--results`` (with the commit and the exact commands); a run whose
-``variant`` is already there is skipped, so a stopped grid resumes.
+treebank, recipe and ``variant`` are already there is skipped, so a stopped grid resumes.
+Runs write under ``--output``/TREEBANK/VARIANT.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from pathlib import Path
 
 import yaml
 
-from benchmarks.low_resource import ROOT, provenance, trains_tagger
+from benchmarks.low_resource import ROOT, folder_name, provenance, trains_tagger
 from parser.crossing_margin import best, sweep
 from parser.data.datamodule import DependencyDataModule
 from parser.evaluate import crossings, evaluate
@@ -62,8 +63,7 @@ UDPIPE2 = {
 
 def train(args: argparse.Namespace, variant: str) -> dict:
     """Train one run of the recipe with ``variant`` (overrides); its checkpoint, config and costs."""
-    name = "".join(c if c.isalnum() or c in "._" else "_" for c in variant) or "recipe"
-    out = Path(args.output) / name
+    out = Path(args.output) / args.treebank / (folder_name(variant) or "recipe")  # never another treebank's run
     command = ["train.py", "fit", "--config", args.config, "--data.treebank", args.treebank,
                "--data.root", str(args.data_root), "--trainer.default_root_dir", str(out), *shlex.split(variant)]
     recorded = provenance(command)
@@ -74,7 +74,7 @@ def train(args: argparse.Namespace, variant: str) -> dict:
     process.returncode = os.waitstatus_to_exitcode(status)
     if process.returncode:
         raise subprocess.CalledProcessError(process.returncode, command)
-    run = max((ROOT / out).glob("*/version_*"), key=lambda p: p.stat().st_mtime)
+    run = max((ROOT / out / Path(args.config).stem).glob("version_*"), key=lambda p: int(p.name.split("_")[1]))
     config = yaml.safe_load((run / "config.yaml").read_text(encoding="utf-8"))
     with (run / "metrics.csv").open(encoding="utf-8") as file:
         steps = max((int(row["step"]) for row in csv.DictReader(file) if row.get("step")), default=-1) + 1
@@ -128,12 +128,12 @@ def score_run(args: argparse.Namespace, ablation: str, variant: str, trained: di
     return rows
 
 
-def recorded_variants(results: Path, treebank: str) -> set[str]:
-    """The variants of ``treebank`` that ``results`` holds rows of."""
+def recorded_variants(results: Path, treebank: str, config: str) -> set[str]:
+    """The variants of ``treebank`` and the recipe ``config`` that ``results`` holds rows of."""
     if not results.exists():
         return set()
     rows = [json.loads(line) for line in results.read_text(encoding="utf-8").splitlines() if line.strip()]
-    return {row.get("variant", "") for row in rows if row["treebank"] == treebank}
+    return {row.get("variant", "") for row in rows if row["treebank"] == treebank and row["recipe"] == config}
 
 
 def _run_name(row: dict) -> str:
@@ -211,7 +211,7 @@ def main(argv: list[str] | None = None) -> None:
         cli.error(f"{args.config} has no {', '.join(absent)} to remove (already "
                   f"{', '.join(ABLATIONS[name] for name in absent)})")
     runs = ([] if args.no_recipe else [("", "")]) + [(name, ABLATIONS[name]) for name in args.ablate]
-    done = recorded_variants(results, args.treebank)
+    done = recorded_variants(results, args.treebank, args.config)
     for ablation, override in runs:
         variant = " ".join(part for part in (override, args.train_args) if part)
         if variant in done:

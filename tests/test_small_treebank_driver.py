@@ -41,9 +41,15 @@ def test_the_driver_trains_the_recipe_and_scores_three_decoders(tiny_bert_dir, u
     assert rows[1]["dev_nonprojective_trees"] == rows[1]["test_nonprojective_trees"] == 0.0  # Eisner
     assert rows[2]["crossing_margin"] is not None and rows[0]["crossing_margin"] is None
 
+    assert list((tmp_path / "runs" / "UD_Tiny-Test").iterdir()) == [tmp_path / "runs" / "UD_Tiny-Test" /
+                                                                     small_treebank.folder_name(variant)]
+
     monkeypatch.setattr(small_treebank, "train", lambda *a: pytest.fail("a recorded variant was trained again"))
     small_treebank.main(argv)
     assert len(results.read_text().splitlines()) == 3
+    assert small_treebank.recorded_variants(results, "UD_Tiny-Test", small_treebank.RECIPE) == {variant}
+    assert small_treebank.recorded_variants(results, "UD_Tiny-Test", "configs/other.yaml") == set()  # another recipe
+    assert small_treebank.recorded_variants(results, "UD_Wolof-WTB", small_treebank.RECIPE) == set()
 
 
 def test_the_report_names_each_run_and_decoder(tmp_path, capsys):

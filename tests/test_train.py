@@ -508,7 +508,7 @@ def test_low_resource_driver_reuses_recorded_cells(tmp_path, monkeypatch):
     trained again: adding a round or resuming a grid starts where the last run stopped."""
     from benchmarks import low_resource
 
-    results, out = tmp_path / "r.jsonl", tmp_path / "supervised-k100-s1__model.tagger_weight_1.0"
+    results, out = tmp_path / "r.jsonl", tmp_path / "UD_English-EWT" / "supervised-k100-s1__model.tagger_weight_1.0"
     row = {"objective": "supervised", "variant": "--model.tagger_weight 1.0", "labeled": 100, "seed": 1,
            "treebank": "UD_English-EWT", "las": 54.3}
     results.write_text(json.dumps({**row, "seed": 2}) + "\n" + json.dumps(row) + "\n")
@@ -595,6 +595,58 @@ def test_low_resource_driver_passes_its_data_root_to_the_runs_it_launches(tmp_pa
             launch()
         command = launched[-1]
         assert "train.py" in command[1] and command[command.index("--data.root") + 1] == str(tmp_path / "ud")
+
+
+def test_cells_of_two_treebanks_never_share_a_checkpoint(tmp_path, monkeypatch):
+    """One --output for two treebanks: each treebank's cell trains in its own folder, so the
+    recorded cell of one (its row and best checkpoint) is never found for the other."""
+    from benchmarks import low_resource
+
+    launched = _stop_at_launch(monkeypatch)
+    results = tmp_path / "r.jsonl"
+    folders = {}
+    for treebank in ("UD_Wolof-WTB", "UD_Greek-GDT"):
+        args = low_resource.argparse.Namespace(output=str(tmp_path), results=str(results), train_args="",
+                                               treebank=treebank, teacher=None, data_root=str(tmp_path / "ud"),
+                                               teacher_treebank="UD_English-LinES", partial_arcs=None)
+        with pytest.raises(_Launched):
+            low_resource.run_cell("supervised", 100, 1, args)
+        command = launched[-1]
+        folders[treebank] = Path(command[command.index("--trainer.default_root_dir") + 1])
+        best = folders[treebank] / "likelihood_low_resource" / "version_0" / "checkpoints" / "best.ckpt"
+        best.parent.mkdir(parents=True)
+        best.touch()
+        with results.open("a") as file:
+            file.write(json.dumps({"objective": "supervised", "variant": "", "labeled": 100, "seed": 1,
+                                   "treebank": treebank, "las": len(folders)}) + "\n")
+    assert folders["UD_Wolof-WTB"] != folders["UD_Greek-GDT"]
+    for treebank, folder in folders.items():
+        assert folder.parent == tmp_path / treebank
+        args.treebank = treebank
+        row, best, new = low_resource.run_cell("supervised", 100, 1, args)
+        assert row["treebank"] == treebank and best.is_relative_to(folder) and not new
+
+
+def test_a_cross_treebank_teacher_of_other_settings_is_trained_again(tmp_path, monkeypatch):
+    """The other treebanks' teacher is reused only with the same config and --teacher-args:
+    a teacher of other settings trains in a folder of its own."""
+    from benchmarks import low_resource
+
+    launched = _stop_at_launch(monkeypatch)
+    args = low_resource.argparse.Namespace(output=str(tmp_path), treebank="UD_Wolof-WTB", data_root=str(tmp_path / "ud"),
+                                           teacher_treebank=["UD_Greek-GDT", "UD_Uyghur-UDT"], teacher_args="")
+    for teacher_args in ("", "--trainer.max_steps 1500"):
+        args.teacher_args = teacher_args
+        with pytest.raises(_Launched):
+            low_resource.other_treebank_teacher(args, record=None)
+        command = launched[-1]
+        out = Path(command[command.index("--trainer.default_root_dir") + 1])
+        best = out / "likelihood" / "version_0" / "checkpoints" / "best.ckpt"
+        best.parent.mkdir(parents=True)
+        best.touch()
+        assert low_resource.other_treebank_teacher(args, record=None) == best  # reused with the same settings
+    first, second = (Path(c[c.index("--trainer.default_root_dir") + 1]) for c in launched)
+    assert first != second and first.name.startswith("teacher-UD_Greek_GDT_UD_Uyghur_UDT")
 
 
 def test_student_args_reach_the_students_only(tmp_path, monkeypatch):
