@@ -72,20 +72,28 @@ def aligned(gold_path: str | os.PathLike, pred_path: str | os.PathLike) -> list[
     return list(zip(gold, pred))
 
 
+def labeled_attachments(gold: Sentence, pred: Sentence) -> list[bool]:
+    """Per word of two analyses of the same words: whether LAS counts it, i.e. its HEAD and
+    the universal part of its DEPREL are both the gold ones."""
+    return [head == gold_head and universal_deprel(deprel) == universal_deprel(gold_deprel)
+            for gold_head, gold_deprel, head, deprel in zip(gold.heads, gold.deprels, pred.heads, pred.deprels,
+                                                            strict=True)]
+
+
 def scores(gold_path: str | os.PathLike, pred_path: str | os.PathLike) -> dict[str, Score]:
     """``{"upos", "uas", "las", "clas"}`` -> Score of the predicted file against the gold one."""
     words = uas = las = clas = gold_content = system_content = upos = 0
     for g, p in aligned(gold_path, pred_path):
         upos += sum(a == b for a, b in zip(g.upos, p.upos))
-        for gold_head, gold_deprel, head, deprel in zip(g.heads, g.deprels, p.heads, p.deprels,
-                                                        strict=True):
+        words += len(g)
+        uas += sum(head == gold_head for gold_head, head in zip(g.heads, p.heads))
+        attached = labeled_attachments(g, p)
+        las += sum(attached)
+        for gold_deprel, deprel, right in zip(g.deprels, p.deprels, attached):
             gold_deprel, deprel = universal_deprel(gold_deprel), universal_deprel(deprel)
-            words += 1
-            uas += head == gold_head
-            las += head == gold_head and deprel == gold_deprel
             gold_content += gold_deprel in CONTENT_DEPRELS
             system_content += deprel in CONTENT_DEPRELS
-            clas += head == gold_head and deprel == gold_deprel and gold_deprel in CONTENT_DEPRELS
+            clas += right and gold_deprel in CONTENT_DEPRELS
     return {"upos": Score(upos, words, words), "uas": Score(uas, words, words),  # the official scorer's order
             "las": Score(las, words, words), "clas": Score(clas, gold_content, system_content)}
 
