@@ -554,9 +554,9 @@ def figure(results: Path, output: Path) -> Path:
     axes[0].set_yticks(rows, labels, fontsize=8)
     axes[0].invert_yaxis()  # the table's order, top to bottom
     name = "UD" if len(treebanks) > 1 else next(iter(treebanks), DEFAULT_TREEBANK).replace("_", " ")
-    fig.suptitle(f"Low-resource {name}, 400 steps: test LAS of each seed (circles), mean (diamond) ± sd", fontsize=10)
+    fig.suptitle(f"Low-resource {name}, 400 steps unless a label says max_steps: test LAS of each seed (circles), mean (diamond) ± sd", fontsize=10)
     output.parent.mkdir(parents=True, exist_ok=True)
-    return save(fig, output)
+    return save(fig, output, dpi=80)  # a figure of tens of inches: 80 dpi keeps the PNG readable and small
 
 
 def _labeled_size(text: str) -> int | str:

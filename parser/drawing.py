@@ -64,12 +64,13 @@ def check_output(path: str | Path) -> None:
         raise DrawingError('drawing needs matplotlib: pip install "treeexp[viz]"') from None
 
 
-def save(figure, path: str | Path, title: str = "treeexp") -> Path:
-    """Write ``figure`` as PNG, SVG or a self-contained HTML page (the SVG inline), by extension."""
+def save(figure, path: str | Path, title: str = "treeexp", dpi: int = 120) -> Path:
+    """Write ``figure`` as PNG (``dpi`` dots per inch), SVG or a self-contained HTML page (the
+    SVG inline), by extension."""
     path = Path(path)
     suffix = check_format(path)
     if suffix == ".png":
-        figure.savefig(path, dpi=120)
+        figure.savefig(path, dpi=dpi)
     elif suffix == ".svg":
         figure.savefig(path)
     else:
