@@ -97,6 +97,7 @@ class Parser(LightningModule):
             data.label_vocab = self.network.label_vocab  # evaluate with the checkpoint's labels
         if data is not None:
             data.tokenize = self.network.encoder.subwords  # DataLoader workers tokenise while the model computes
+            self._score_each_treebank(data, stage)
         fit = stage == "fit"
         self.terms.setup(ObjectiveContext(
             stage=stage, multiroot=self.decoding.multiroot, tags=self.network.upos_vocab.itos,
@@ -109,6 +110,14 @@ class Parser(LightningModule):
                          bool(self.hparams.teacher) or self.hparams.teacher_ema is not None)
         if self._teacher is None and self.terms.needs("teacher"):
             self._teacher = self._load_teacher()
+
+    def _score_each_treebank(self, data, stage: str) -> None:
+        """With several treebanks in dev (test), a score for each and their macro-average."""
+        universal = universal_index(self.network.label_vocab.itos)
+        for split, name in (("dev", "val_metric"), ("test", "test_metric")):
+            if stage in ({"fit", "validate"} if split == "dev" else {"test"}):
+                treebanks = data.treebanks(split)
+                setattr(self, name, AttachmentScore(universal, treebanks if len(treebanks) > 1 else None))
 
     def _load_teacher(self) -> Teacher:
         paths = self.hparams.teacher
@@ -187,7 +196,7 @@ class Parser(LightningModule):
     def _evaluate(self, batch: Batch, metric: AttachmentScore, tag_accuracy: MulticlassAccuracy) -> None:
         scores = self(batch.words, batch.subwords)
         heads, labels = self.decoding(scores.arcs, scores.labels, batch.lengths)
-        metric.update(heads, labels, batch.heads, batch.labels, batch.lengths)
+        metric.update(heads, labels, batch.heads, batch.labels, batch.lengths, metric.group_of(batch.treebanks))
         if scores.tags is not None:
             tag_accuracy.update(scores.tags.flatten(0, 1), self.network.tag_targets(batch.upos).flatten())
 
@@ -207,7 +216,9 @@ class Parser(LightningModule):
         values = {f"{prefix}/{k}": v for k, v in metric.compute().items()}
         if self.network.tagger is not None:
             values[f"{prefix}/upos"] = 100 * tag_accuracy.compute()
-        self.log_dict(values, prog_bar=True, sync_dist=True)  # already equal on every process (torchmetrics)
+        each = {k: v for k, v in values.items() if k.count("/") > 1}  # per treebank: logged, not shown
+        self.log_dict({k: v for k, v in values.items() if k not in each}, prog_bar=True, sync_dist=True)
+        self.log_dict(each, sync_dist=True)  # already equal on every process (torchmetrics)
         metric.reset()
         tag_accuracy.reset()
 

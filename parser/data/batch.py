@@ -25,7 +25,8 @@ class Batch:
     sentence in its dataset (in its pass, for the unlabeled stream); skipped: malformed
     unlabeled lines the stream skipped since its previous batch (same worker); subwords:
     the words tokenised for the encoder (``parser.network.encoder.Subwords``), when the data
-    pipeline was given the encoder's tokenizer.
+    pipeline was given the encoder's tokenizer; treebanks: per sentence the name of its
+    treebank (``Sentence.treebank``), None where unknown.
     """
 
     words: list[list[str]]
@@ -36,6 +37,7 @@ class Batch:
     index: Tensor
     skipped: int = 0
     subwords: Any = None
+    treebanks: list[str] | None = None
 
 
 def collate(sentences: Sequence[Sentence], upos_vocab: Vocab, label_vocab: Vocab | None,
@@ -59,4 +61,5 @@ def collate(sentences: Sequence[Sentence], upos_vocab: Vocab, label_vocab: Vocab
             labels[b, 1:n + 1] = torch.tensor([label_vocab.index(d) for d in sentence.deprels])
     index = torch.arange(len(sentences)) if index is None else torch.as_tensor(index)
     words = [list(s.words) for s in sentences]
-    return Batch(words, lengths, upos, heads, labels, index, skipped, None if tokenize is None else tokenize(words))
+    return Batch(words, lengths, upos, heads, labels, index, skipped, None if tokenize is None else tokenize(words),
+                 [s.treebank for s in sentences])

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import glob
+from collections import Counter
+import logging
 import os
 import warnings
 from collections.abc import Callable, Iterator, Sequence
@@ -23,6 +25,8 @@ from parser.data.sentences import ConlluError, Sentence, has_upos, read_conllu, 
 from parser.data.stream import Continuing, SentenceStream, Source
 from parser.data.vocab import Vocab, build_label_vocab, build_upos_vocab
 from parser.fetch import default_root
+
+log = logging.getLogger(__name__)
 
 # torchdata 0.11 calls a torch function that newer torch deprecates, once per loader.
 warnings.filterwarnings("ignore", message="'set_vital' is deprecated", category=UserWarning)
@@ -70,7 +74,11 @@ class DependencyDataModule(LightningDataModule):
     Args:
         treebank: UD treebank directory name under ``root``, e.g. ``UD_English-EWT``; its
             files are found as ``*-ud-{train,dev,test}.conllu``. A list of treebanks reads
-            each split as their files one after the other (a multilingual parser).
+            each split as their files one after the other (a multilingual parser); a
+            treebank without a dev (or test) file is left out of that split, logged. A
+            sentence's treebank is its file's folder (``Sentence.treebank``): with several
+            of them in dev, ``val/las/<treebank>`` (and UAS) are logged each and
+            ``val/las`` is their macro-average, the selection metric.
         root: directory holding UD treebanks (default: ``$UD_DIR``, else ``data/ud``).
         train: training CoNLL-U file (or list of files), overriding the treebank's.
         dev: development CoNLL-U file (or list), overriding the treebank's.
@@ -94,6 +102,11 @@ class DependencyDataModule(LightningDataModule):
             there): partially annotated trees, trained on with the probability of all the
             trees that agree with the given arcs (``objectives.Likelihood``); dev and test
             still need whole trees.
+        sampling_alpha: with several training treebanks, an epoch draws from treebank
+            ``i`` a share ``p_i ~ n_i ** alpha`` of its sentences (UDify's and MaChAmp's
+            smoothing; ``BucketBatchSampler``): 1 reads each sentence once (the plain
+            concatenation), 0 draws each treebank equally often, 0.5 smooths.
+        max_treebank_sentences: keep only the first K training sentences of each treebank.
         seed: seed of the batch orders (training, evaluation, unlabeled stream).
         shuffle_buffer: unlabeled sentences bucketed by length together (per worker).
         on_bad_unlabeled: a malformed unlabeled sentence is skipped (logged, counted in
@@ -116,10 +129,18 @@ class DependencyDataModule(LightningDataModule):
                  max_batch_sentences: int = 128, num_workers: int = 0,
                  skip_invalid_trees: bool = False, seed: int = 0, shuffle_buffer: int = 10_000,
                  on_bad_unlabeled: Literal["skip", "error"] = "skip",
-                 unlabeled_tags: Literal["keep", "drop"] = "keep", partial: bool = False):
+                 unlabeled_tags: Literal["keep", "drop"] = "keep", partial: bool = False,
+                 sampling_alpha: float = 1.0, max_treebank_sentences: int | None = None):
         super().__init__()
         if labeled_size is not None and labeled_size < 1:
             raise ConfigurationError(f"labeled_size must be at least 1, not {labeled_size}")
+        if max_treebank_sentences is not None and max_treebank_sentences < 1:
+            raise ConfigurationError(f"max_treebank_sentences must be at least 1, not {max_treebank_sentences}")
+        if max_treebank_sentences is not None and labeled_size is not None:
+            raise ConfigurationError("give --data.labeled_size (the first K labeled, the rest unlabeled) or "
+                                     "--data.max_treebank_sentences (the first K of each treebank), not both")
+        if sampling_alpha < 0:
+            raise ConfigurationError(f"sampling_alpha must be at least 0, not {sampling_alpha}")
         self.save_hyperparameters()
         self.treebank = treebank
         self.root = Path(root) if root is not None else default_root()
@@ -135,6 +156,8 @@ class DependencyDataModule(LightningDataModule):
         self.seed = seed
         self.shuffle_buffer = shuffle_buffer
         self.on_bad_unlabeled = on_bad_unlabeled
+        self.sampling_alpha = sampling_alpha
+        self.max_treebank_sentences = max_treebank_sentences
         if unlabeled_tags not in ("keep", "drop"):
             raise ConfigurationError(f"unlabeled_tags must be 'keep' or 'drop', not {unlabeled_tags!r}")
         self.unlabeled_tags = unlabeled_tags
@@ -169,7 +192,8 @@ class DependencyDataModule(LightningDataModule):
         return paths[0]
 
     def paths(self, split: Literal["train", "dev", "test"]) -> list[Path]:
-        """The files of a split, in order: the explicit paths, else each treebank's; must exist."""
+        """The files of a split, in order: the explicit paths, else each treebank's; must
+        exist, except a dev or test file some of several treebanks lack (left out, logged)."""
         explicit = getattr(self, split)
         if explicit is not None:
             files = [explicit] if isinstance(explicit, str) else list(explicit)
@@ -179,8 +203,25 @@ class DependencyDataModule(LightningDataModule):
             return [Path(file) for file in files]
         if self.treebank is None:
             raise FileNotFoundError(f"no {split} file: set --data.treebank or --data.{split}")
-        return [self._treebank_file(treebank, split) for treebank in
-                ([self.treebank] if isinstance(self.treebank, str) else self.treebank)]
+        treebanks = [self.treebank] if isinstance(self.treebank, str) else list(self.treebank)
+        if split == "train" or len(treebanks) == 1:
+            return [self._treebank_file(treebank, split) for treebank in treebanks]
+        found, missing = [], []
+        for treebank in treebanks:
+            try:
+                found.append(self._treebank_file(treebank, split))
+            except FileNotFoundError as error:
+                missing.append((treebank, error))
+        if not found:
+            raise missing[0][1]
+        if missing:
+            log.info("no %s file in %s: %s left out of %s", split, ", ".join(t for t, _ in missing),
+                     "they are" if len(missing) > 1 else "it is", split)
+        return found
+
+    def treebanks(self, split: Literal["train", "dev", "test"]) -> list[str]:
+        """The treebanks of a split's files (their folders, ``Sentence.treebank``), in order, once each."""
+        return list(dict.fromkeys(path.parent.name for path in self.paths(split)))
 
     def _treebank_file(self, treebank: str, split: str) -> Path:
         pattern = self.root / treebank / f"*-ud-{split}.conllu"
@@ -197,11 +238,23 @@ class DependencyDataModule(LightningDataModule):
     def _read(self, split: Literal["train", "dev", "test"], **options) -> list[Sentence]:
         return [sentence for path in self.paths(split) for sentence in read_conllu(path, **options)]
 
+    def _first_of_each_treebank(self, sentences: list[Sentence]) -> list[Sentence]:
+        """The first ``max_treebank_sentences`` sentences of each treebank (all without a cap)."""
+        if self.max_treebank_sentences is None:
+            return sentences
+        kept: list[Sentence] = []
+        counts: Counter[str | None] = Counter()
+        for sentence in sentences:
+            counts[sentence.treebank] += 1
+            if counts[sentence.treebank] <= self.max_treebank_sentences:
+                kept.append(sentence)
+        return kept
+
     def setup(self, stage: str | None = None) -> None:
         """Read the files the stage needs; build ``label_vocab`` when training."""
         on_invalid = "skip" if self.skip_invalid_trees else "raise"
         if stage in ("fit", None):
-            train = self._read("train", on_invalid=on_invalid, partial=self.partial)
+            train = self._first_of_each_treebank(self._read("train", on_invalid=on_invalid, partial=self.partial))
             sources = [Source(f) for f in expand_files(self.unlabeled)] if self.unlabeled else []
             if self.labeled_size is not None and len(train) > self.labeled_size:
                 first = train[self.labeled_size]  # the rest of its file, then the files after it
@@ -240,7 +293,9 @@ class DependencyDataModule(LightningDataModule):
         if not sentences:
             raise RuntimeError("no sentences loaded; call setup() with the right stage first")
         return BucketBatchSampler([len(s) for s in sentences], self.batch_tokens,
-                                  self.max_batch_sentences, shuffle=shuffle, seed=self.seed)
+                                  self.max_batch_sentences, shuffle=shuffle, seed=self.seed,
+                                  groups=[s.treebank for s in sentences] if shuffle else None,
+                                  alpha=self.sampling_alpha)
 
     def _loader(self, sentences: Sequence[Sentence], loader: type[DataLoader] = DataLoader,
                 shuffle: bool = False) -> DataLoader:

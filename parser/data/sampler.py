@@ -4,7 +4,7 @@ treebank splits (split across processes, resumable mid-epoch)."""
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Hashable, Iterable, Iterator, Sequence
 
 import torch
 import torch.distributed as dist
@@ -36,6 +36,15 @@ def length_batches(lengths: Sequence[int], order: Iterable[int], batch_tokens: i
     return batches
 
 
+def group_shares(sizes: Sequence[int], alpha: float) -> list[float]:
+    """Sampling probabilities of groups of ``sizes`` sentences: ``p_i ~ n_i ** alpha``
+    (1: proportional, 0: uniform)."""
+    if alpha < 0:
+        raise ConfigurationError(f"the sampling exponent alpha must be at least 0, not {alpha}")
+    weights = [size ** alpha for size in sizes]
+    return [w / sum(weights) for w in weights]
+
+
 def replicas(num_replicas: int | None = None, rank: int | None = None) -> tuple[int, int]:
     """``(num_replicas, rank)``; each one not given comes from ``torch.distributed`` when it
     is initialised, else is 1 and 0."""
@@ -62,6 +71,13 @@ class BucketBatchSampler(DistributedSampler):
       lengths; every sentence goes to exactly one process, none is repeated (counts may
       differ by one batch), and every process gets a batch when there are enough sentences.
 
+    With ``groups`` (a group per sentence, e.g. its treebank's name) and ``alpha`` other than 1,
+    a training epoch is a fresh sample of as many sentences as there are, group ``i`` drawing
+    ``N * p_i`` of them with ``p_i`` proportional to ``n_i ** alpha`` (``group_shares``):
+    1 is the plain concatenation, 0 uniform over groups, values between them smooth a
+    large group's share as multilingual parsers do (UDify, MaChAmp). A group draws its
+    sentences in fresh permutations, whole ones before any sentence repeats.
+
     It is a DistributedSampler that yields batches: a DataLoader takes it as ``sampler``
     with ``batch_size=None`` (the dataset then gets lists of indices), and Lightning leaves
     it in place instead of injecting its own. ``state_dict``: the epoch and the batches
@@ -77,10 +93,16 @@ class BucketBatchSampler(DistributedSampler):
 
     def __init__(self, lengths: Sequence[int], batch_tokens: int = 2000, max_sentences: int = 128,
                  shuffle: bool = False, seed: int = 0, num_replicas: int | None = None,
-                 rank: int | None = None):
+                 rank: int | None = None, groups: Sequence[Hashable] | None = None, alpha: float = 1.0):
         num_replicas, rank = replicas(num_replicas, rank)
         super().__init__(lengths, num_replicas=num_replicas, rank=rank, shuffle=shuffle, seed=seed)
         self.lengths = list(lengths)
+        if groups is not None and len(groups) != len(self.lengths):
+            raise ValueError(f"{len(groups)} group ids for {len(self.lengths)} sentences")
+        self.members = None  # per group its sentences, when sampling is not the plain concatenation
+        if groups is not None and alpha != 1.0:
+            self.members = [torch.tensor([i for i, g in enumerate(groups) if g == group]) for group in dict.fromkeys(groups)]
+            self.shares = group_shares([len(m) for m in self.members], alpha)
         self.batch_tokens = batch_tokens
         self.max_sentences = max_sentences
         self._count = len(self._cut(range(len(self.lengths))))  # the same every epoch
@@ -101,7 +123,10 @@ class BucketBatchSampler(DistributedSampler):
         """This process's batches of the current epoch."""
         if self.shuffle:
             generator = torch.Generator().manual_seed(self.seed + self.epoch)
-            batches = self._cut(torch.randperm(len(self.lengths), generator=generator).tolist())
+            order = torch.randperm(len(self.lengths), generator=generator)
+            if self.members is not None:
+                order = self._sample(generator)[order]
+            batches = self._cut(order.tolist())
             batches = [batches[i] for i in torch.randperm(len(batches), generator=generator).tolist()]
             total = len(self) * self.num_replicas
             batches = (batches * math.ceil(total / len(batches)))[:total]
@@ -114,6 +139,17 @@ class BucketBatchSampler(DistributedSampler):
         generator = torch.Generator().manual_seed(self.seed)
         batches = [batches[i] for i in torch.randperm(len(batches), generator=generator).tolist()]
         return batches[self.rank::self.num_replicas]
+
+    def _sample(self, generator: torch.Generator) -> torch.Tensor:
+        """An epoch's sentences (as many as there are, with repeats) drawn by group shares: (N,)."""
+        total = len(self.lengths)
+        counts = [round(total * share) for share in self.shares]
+        counts[max(range(len(counts)), key=counts.__getitem__)] += total - sum(counts)  # exactly N
+        drawn = []
+        for members, count in zip(self.members, counts):
+            passes = [members[torch.randperm(len(members), generator=generator)] for _ in range(-(-count // len(members)))]
+            drawn += [torch.cat(passes)[:count]] if passes else []
+        return torch.cat(drawn)
 
     def __iter__(self) -> Iterator[list[int]]:
         start, self._start = self._start, 0

@@ -46,7 +46,8 @@ class Sentence:
     the whole sentence as read, every column kept as its original string except ID
     (int, or a tuple for ``3-4`` / ``5.1``) and HEAD (int, None for ``_``), so that
     ``write_conllu`` reproduces the input exactly. ``path`` and ``line`` (its first line,
-    from 1) say where it was read; ``source`` is the two as ``"path:LINE"`` for messages.
+    from 1) say where it was read; ``source`` is the two as ``"path:LINE"`` for messages,
+    ``treebank`` the file's folder.
     """
 
     words: list[str]
@@ -63,6 +64,13 @@ class Sentence:
     @property
     def source(self) -> str:
         return f"{self.path}:{self.line}"
+
+    @property
+    def treebank(self) -> str | None:
+        """The name of the treebank the sentence comes from: its file's folder
+        (``UD_Wolof-WTB`` for ``.../UD_Wolof-WTB/wo_wtb-ud-train.conllu``); None for a
+        path without a folder (``parse()``'s sentences)."""
+        return os.path.basename(os.path.dirname(self.path)) or None
 
 
 def read_conllu(path: str | os.PathLike, trees: bool = True,

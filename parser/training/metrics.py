@@ -28,37 +28,65 @@ class AttachmentScore(Metric):
     label match). A gold label of ``IGNORE_INDEX`` (-100, unseen in training) is always a LAS error.
     ``compute()`` returns ``{"uas": ..., "las": ...}``, without ``las`` when no update
     had predicted labels.
+
+    With ``groups`` (names, e.g. treebanks) each update says the group of each sentence;
+    ``compute()`` then also gives ``uas/<name>`` and ``las/<name>`` per group that had
+    words, and ``uas``/``las`` are their macro-average (each group counts once, as
+    multi-treebank parsers select on).
     """
 
     full_state_update = False
     higher_is_better = True
 
-    def __init__(self, universal: Sequence[int] | Tensor | None = None, **kwargs):
+    def __init__(self, universal: Sequence[int] | Tensor | None = None, groups: Sequence[str] | None = None, **kwargs):
         super().__init__(**kwargs)
         universal = None if universal is None else torch.as_tensor(universal, dtype=torch.long)
         self.register_buffer("universal", universal, persistent=False)
+        self.groups = None if groups is None else list(groups)
+        size = 1 if groups is None else len(self.groups)
         for name in ("words", "correct_heads", "labeled_words", "correct_labeled"):
-            self.add_state(name, default=torch.tensor(0), dist_reduce_fx="sum")
+            self.add_state(name, default=torch.zeros(size, dtype=torch.long), dist_reduce_fx="sum")
+
+    def group_of(self, names: Sequence[str | None] | None) -> Tensor | None:
+        """The group index of each sentence, from its group's name: (B,); None without groups."""
+        if self.groups is None:
+            return None
+        index = {name: i for i, name in enumerate(self.groups)}
+        return torch.tensor([index[name] for name in names])
 
     def update(self, pred_heads: Tensor, pred_labels: Tensor | None, gold_heads: Tensor,
-               gold_labels: Tensor | None, lengths: Tensor) -> None:
-        """Heads and labels: (B, N+1) long; lengths: (B,). Positions 0 and past
-        ``lengths`` are ignored. Pass ``pred_labels=None`` for UAS only."""
+               gold_labels: Tensor | None, lengths: Tensor, group: Tensor | None = None) -> None:
+        """Heads and labels: (B, N+1) long; lengths: (B,); group: (B,) index into ``groups``
+        (needed with groups). Positions 0 and past ``lengths`` are ignored. Pass
+        ``pred_labels=None`` for UAS only."""
+        if (group is None) != (self.groups is None):
+            raise ValueError("give each sentence's group exactly when the metric has groups")
+        group = torch.zeros_like(lengths) if group is None else group.to(lengths.device)
         words = word_mask(lengths, gold_heads.shape[1] - 1)
         correct_heads = words & (pred_heads == gold_heads)
-        self.words += words.sum()
-        self.correct_heads += correct_heads.sum()
+        self.words.index_add_(0, group, words.sum(1))
+        self.correct_heads.index_add_(0, group, correct_heads.sum(1))
         if pred_labels is None:
             return
         known = (gold_labels != IGNORE_INDEX) & (pred_labels != IGNORE_INDEX)
         gold, pred = gold_labels.clamp(min=0), pred_labels.clamp(min=0)
         if self.universal is not None:
             gold, pred = self.universal[gold], self.universal[pred]
-        self.labeled_words += words.sum()
-        self.correct_labeled += (correct_heads & known & (pred == gold)).sum()
+        self.labeled_words.index_add_(0, group, words.sum(1))
+        self.correct_labeled.index_add_(0, group, (correct_heads & known & (pred == gold)).sum(1))
 
     def compute(self) -> dict[str, Tensor]:
-        scores = {"uas": 100 * self.correct_heads / self.words}
-        if self.labeled_words > 0:
-            scores["las"] = 100 * self.correct_labeled / self.labeled_words
+        if self.groups is None:
+            scores = {"uas": 100 * self.correct_heads[0] / self.words[0]}
+            if self.labeled_words[0] > 0:
+                scores["las"] = 100 * self.correct_labeled[0] / self.labeled_words[0]
+            return scores
+        seen, labeled = self.words > 0, self.labeled_words > 0
+        uas = 100 * self.correct_heads[seen] / self.words[seen]
+        las = 100 * self.correct_labeled[labeled] / self.labeled_words[labeled]
+        scores = {"uas": uas.mean(), **({"las": las.mean()} if labeled.any() else {})}
+        names = [name for name, s in zip(self.groups, seen.tolist()) if s]
+        scores.update({f"uas/{name}": value for name, value in zip(names, uas)})
+        labeled_names = [name for name, s in zip(self.groups, labeled.tolist()) if s]
+        scores.update({f"las/{name}": value for name, value in zip(labeled_names, las)})
         return scores

@@ -71,3 +71,27 @@ def test_padding_is_ignored_and_labels_are_optional():
     result = metric.compute()
     assert list(result) == ["uas"]
     assert result["uas"].item() == pytest.approx(100 * 4 / 6)
+
+
+def test_groups_give_each_treebank_its_score_and_their_macro_average():
+    generator = torch.Generator().manual_seed(1)
+    universal = universal_index(LABELS)
+    batches = [random_batch(generator) for _ in range(4)]
+    groups = [torch.randint(0, 2, (4,), generator=generator) for _ in batches]
+    groups[0][:] = torch.tensor([0, 1, 0, 1])  # both groups have words
+    metric = AttachmentScore(universal, groups=["UD_A", "UD_B", "UD_Unseen"])
+    for batch, group in zip(batches, groups):
+        metric.update(*batch, group=group)
+    result = metric.compute()
+    assert "las/UD_Unseen" not in result  # a group without words is left out of the average
+    per_group = []
+    for g, name in enumerate(["UD_A", "UD_B"]):
+        chosen = [tuple(t[group == g] for t in batch[:4]) + (batch[4][group == g],) for batch, group in zip(batches, groups)]
+        uas, las = direct_scores([c for c in chosen if len(c[4])], universal)
+        assert result[f"uas/{name}"].item() == pytest.approx(uas)
+        assert result[f"las/{name}"].item() == pytest.approx(las)
+        per_group.append((uas, las))
+    assert result["uas"].item() == pytest.approx((per_group[0][0] + per_group[1][0]) / 2)
+    assert result["las"].item() == pytest.approx((per_group[0][1] + per_group[1][1]) / 2)
+    with pytest.raises(ValueError, match="group"):
+        metric.update(*batches[0])

@@ -2,9 +2,11 @@
 order, per-epoch reshuffling and mid-epoch resume."""
 
 import pytest
+import torch
 from torch.utils.data import DistributedSampler
 
-from parser.data.sampler import BucketBatchSampler, length_batches
+from objectives.conventions import ConfigurationError
+from parser.data.sampler import BucketBatchSampler, group_shares, length_batches
 
 LENGTHS = [5, 40, 3, 17, 3, 8, 90, 12, 5, 5, 22, 1, 30, 2, 9, 14, 7, 6, 11, 4, 25, 3]
 
@@ -98,3 +100,53 @@ def test_state_at_the_end_of_an_epoch_resumes_with_the_next_epoch():
     resumed.load_state_dict(one.state_dict())
     one.set_epoch(3)
     assert resumed.epoch == 3 and list(resumed) == list(one)
+
+
+GROUPS = [0] * 16 + [1] * 4 + [2] * 2  # three treebanks of 16, 4 and 2 sentences
+
+
+def test_group_shares_go_from_proportional_to_uniform():
+    assert group_shares([16, 4], 1.0) == pytest.approx([0.8, 0.2])
+    assert group_shares([16, 4], 0.0) == pytest.approx([0.5, 0.5])
+    assert group_shares([16, 4], 0.5) == pytest.approx([4 / 6, 2 / 6])
+    with pytest.raises(ConfigurationError, match="alpha"):
+        group_shares([16, 4], -1)
+
+
+def test_plain_concatenation_is_the_sampler_without_groups():
+    for epoch in range(3):
+        plain, grouped = sampler(shuffle=True, seed=5), sampler(shuffle=True, seed=5, groups=GROUPS, alpha=1.0)
+        plain.set_epoch(epoch)
+        grouped.set_epoch(epoch)
+        assert list(plain) == list(grouped)
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.5])
+def test_an_epoch_draws_each_treebank_its_share_in_whole_passes(alpha):
+    one = sampler(shuffle=True, seed=2, groups=GROUPS, alpha=alpha)
+    expected = [round(len(LENGTHS) * share) for share in group_shares([16, 4, 2], alpha)]
+    for epoch in range(4):
+        drawn = one._sample(torch.Generator().manual_seed(epoch)).tolist()
+        assert len(drawn) == len(LENGTHS)
+        counts = [sum(GROUPS[i] == g for i in drawn) for g in range(3)]
+        assert abs(counts[0] - expected[0]) <= 1 and counts[1:] == expected[1:]
+        for g, size in enumerate([16, 4, 2]):  # a sentence repeats only after its whole treebank
+            times = [drawn.count(i) for i in range(len(LENGTHS)) if GROUPS[i] == g]
+            assert max(times) - min(times) <= 1 and sum(times) == counts[g]
+        one.set_epoch(epoch)
+        batches = list(one)
+        assert len(batches) == len(one)  # the epoch's length does not depend on the draw
+    assert counts[2] > 2  # the smallest treebank is drawn more often than it has sentences
+
+
+def test_a_sampled_epoch_resumes_mid_way():
+    one = sampler(shuffle=True, seed=3, groups=GROUPS, alpha=0.0)
+    one.set_epoch(1)
+    batches = list(one)
+    iterator = iter(one)
+    next(iterator), next(iterator)
+    state = one.state_dict()
+    resumed = sampler(shuffle=True, seed=3, groups=GROUPS, alpha=0.0)
+    resumed.load_state_dict(state)
+    resumed.set_epoch(1)
+    assert list(resumed) == batches[2:]
