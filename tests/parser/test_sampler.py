@@ -130,7 +130,7 @@ def test_an_epoch_draws_each_treebank_its_share_in_whole_passes(alpha):
         assert len(drawn) == len(LENGTHS)
         counts = [sum(GROUPS[i] == g for i in drawn) for g in range(3)]
         assert abs(counts[0] - expected[0]) <= 1 and counts[1:] == expected[1:]
-        for g, size in enumerate([16, 4, 2]):  # a sentence repeats only after its whole treebank
+        for g in range(3):  # a sentence repeats only after its whole treebank
             times = [drawn.count(i) for i in range(len(LENGTHS)) if GROUPS[i] == g]
             assert max(times) - min(times) <= 1 and sum(times) == counts[g]
         one.set_epoch(epoch)
