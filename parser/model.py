@@ -24,6 +24,7 @@ from parser.training.metrics import AttachmentScore, universal_index
 from parser.training.optimizer import adamw_linear
 from parser.training.teacher import Teacher
 from parser.training.terms import Term, TermSet
+from parser.training.warm_start import start_from
 
 
 class Parser(LightningModule):
@@ -52,6 +53,9 @@ class Parser(LightningModule):
             decay to 0 over the run (the transformer at ``encoder_lr``, the rest at ``lr``).
         labels: the label vocabulary; set from the data module when training starts and
             saved with the checkpoint.
+        init: a saved parser (``.ckpt`` or :meth:`save` directory) whose network this one
+            starts from, labels matched by name (:mod:`parser.training.warm_start`): fine-tuning a
+            base parser; unlike ``--ckpt_path`` (resume) the run, optimiser and data start anew.
     """
 
     ADAMW_BETAS = (0.9, 0.9)  # Dozat & Manning's beta2 = 0.9: the second moment adapts fast
@@ -60,7 +64,7 @@ class Parser(LightningModule):
                  heads: Heads = Heads(), terms: list[Term] | None = None, teacher: str | list[str] | None = None,
                  teacher_ema: float | None = None, teacher_cache_mib: float = 1024, decoding: Decoding = Decoding(),
                  lr: float = 2e-3, encoder_lr: float = 5e-5, weight_decay: float = 0.01, warmup_steps: int = 200,
-                 labels: list[str] | None = None):
+                 labels: list[str] | None = None, init: str | None = None):
         super().__init__()
         if teacher and teacher_ema is not None:
             raise ConfigurationError("give --model.teacher (a file) or --model.teacher_ema (a moving average), not both")
@@ -71,7 +75,7 @@ class Parser(LightningModule):
                                    "teacher": teacher, "teacher_ema": teacher_ema,
                                    "teacher_cache_mib": teacher_cache_mib, "decoding": asdict(decoding), "lr": lr,
                                    "encoder_lr": encoder_lr, "weight_decay": weight_decay, "warmup_steps": warmup_steps,
-                                   "labels": labels})
+                                   "labels": labels, "init": init})
         self.network: Network | None = None
         self._teacher: Teacher | None = None  # not a submodule: outside state_dict and the optimiser
         self._unlabeled_skipped = 0
@@ -89,16 +93,19 @@ class Parser(LightningModule):
 
     def setup(self, stage: str) -> None:
         data = getattr(self.trainer, "datamodule", None)
+        fit = stage == "fit"
         if self.network is None:
             if data is None or data.label_vocab is None:
                 raise RuntimeError("the parser needs a label vocabulary: train with a DependencyDataModule")
-            self.build(data.label_vocab.itos)
+            if fit and self.hparams.init and not self.trainer.ckpt_path:  # resuming restores its own weights
+                self._start_from(self.hparams.init, data.label_vocab.itos)
+            else:
+                self.build(data.label_vocab.itos)
         elif data is not None:
             data.label_vocab = self.network.label_vocab  # evaluate with the checkpoint's labels
         if data is not None:
             data.tokenize = self.network.encoder.subwords  # DataLoader workers tokenise while the model computes
             self._score_each_treebank(data, stage)
-        fit = stage == "fit"
         self.terms.setup(ObjectiveContext(
             stage=stage, multiroot=self.decoding.multiroot, tags=self.network.upos_vocab.itos,
             labels=self.network.label_vocab.itos, labeled_batches=data.gold_batches if fit and data else None,
@@ -110,6 +117,13 @@ class Parser(LightningModule):
                          bool(self.hparams.teacher) or self.hparams.teacher_ema is not None)
         if self._teacher is None and self.terms.needs("teacher"):
             self._teacher = self._load_teacher()
+
+    def _start_from(self, path: str, labels: list[str]) -> None:
+        """The network built from the saved parser's encoder files and started from its weights."""
+        saved = checkpoint_files.read(path)
+        with checkpoint_files.unpacked(saved.encoder_files) as source:
+            self.build(labels, source)
+        start_from(self.network, self.hparams.encoder, saved, path)
 
     def _score_each_treebank(self, data, stage: str) -> None:
         """With several treebanks in dev (test), a score for each and their macro-average."""

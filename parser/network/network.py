@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Literal, NamedTuple
 
 import torch
 from torch import Tensor, nn
@@ -16,7 +16,7 @@ from objectives.conventions import IGNORE_INDEX
 from objectives.objective import Scores
 
 from parser.data.batch import Batch
-from parser.data.vocab import Vocab, build_upos_vocab
+from parser.data.vocab import Vocab, build_upos_vocab, universal_deprel
 from parser.network.biaffine import BiaffineScorer
 from parser.network.encoder import Subwords, WordEncoder
 
@@ -54,6 +54,15 @@ class EncoderOptions:
     word_dropout: float = 0.0
     lstm_layers: int = 0
     lstm_size: int = 400
+
+
+class VocabularyRows(NamedTuple):
+    """A parameter with a row per name of a vocabulary (dimension 0): the hyperparameter that
+    saves the names, the names, and the name whose row a new name starts from."""
+
+    hparam: str
+    names: list[str]
+    fallback: Callable[[str], str]
 
 
 @dataclass(frozen=True)
@@ -94,6 +103,11 @@ class Network(nn.Module):
         if self.tagger is not None:
             scores.tags = self.tagger(vectors).float()
         return scores
+
+    def vocabulary_rows(self) -> dict[str, VocabularyRows]:
+        """The parameters whose rows belong to names (see ``parser.training.warm_start``):
+        the label scorer's, one per label, a new label starting from its universal part."""
+        return {"scorer.label.weight": VocabularyRows("labels", self.label_vocab.itos, universal_deprel)}
 
     def parts(self) -> list[Tensor]:
         """Every parameter and floating-point buffer, in a fixed order (a moving average's)."""

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from safetensors.torch import load_model, save_model
+from safetensors.torch import load_file, load_model, save_model
 from torch import Tensor, nn
 
 ENCODER_FILES = "encoder_files"  # checkpoint key: {file name: bytes}
@@ -41,6 +41,10 @@ class SavedParser:
     hparams: dict
     weights: dict[str, Tensor] | Path
     encoder_files: dict[str, bytes] | None
+
+    def state_dict(self) -> dict[str, Tensor]:
+        """The weights, read from the safetensors file of a directory if need be."""
+        return load_file(self.weights) if isinstance(self.weights, Path) else self.weights
 
     def load_weights_into(self, model: nn.Module, device: str | torch.device = "cpu") -> None:
         """Copy the weights into ``model`` (every key must match)."""

@@ -1,0 +1,133 @@
+"""Many treebanks behind one parser: several treebanks in one run (sampling, caps, a dev
+score each), and a parser that starts from another's network (``--model.init``)."""
+
+from __future__ import annotations
+
+import csv
+import logging
+from pathlib import Path
+
+import pytest
+import torch
+
+import train
+from objectives.conventions import ConfigurationError
+from parser.data.datamodule import DependencyDataModule
+from parser.data.sentences import read_conllu, write_conllu
+from parser.model import Parser
+from parser.network import Heads, Network
+from parser.training.checkpoint import read
+from parser.training.warm_start import start_from
+
+SOURCES = {"UD_A": "UD_Wolof-WTB", "UD_B": "UD_Welsh-CCG", "UD_C": "UD_Turkish-IMST"}
+
+
+def treebank(ud_dir: Path, root: Path, name: str, train_size: int, dev: bool = True) -> None:
+    """``root/name``: the first sentences of a real treebank's train (and dev) file."""
+    source = ud_dir / SOURCES[name]
+    (root / name).mkdir(parents=True, exist_ok=True)
+    for split, size in (("train", train_size), ("dev", 6 if dev else 0)):
+        if size:
+            sentences = read_conllu(next(source.glob(f"*-ud-{split}.conllu")))[:size]
+            write_conllu(sentences, root / name / f"x_{name.lower()}-ud-{split}.conllu")
+
+
+@pytest.fixture
+def treebanks(ud_dir, tmp_path) -> Path:
+    """UD_A (12 training sentences), UD_B (30) and UD_C (20, no dev file)."""
+    for name, size, dev in (("UD_A", 12, True), ("UD_B", 30, True), ("UD_C", 20, False)):
+        treebank(ud_dir, tmp_path / "ud", name, size, dev)
+    return tmp_path / "ud"
+
+
+def test_a_treebank_without_dev_is_trained_on_and_left_out_of_dev(treebanks, caplog):
+    data = DependencyDataModule(["UD_A", "UD_B", "UD_C"], root=str(treebanks), max_treebank_sentences=25,
+                                sampling_alpha=0.0)
+    with caplog.at_level(logging.INFO):
+        data.setup("fit")
+    assert "no dev file in UD_C" in caplog.text
+    assert data.treebanks("train") == ["UD_A", "UD_B", "UD_C"] and data.treebanks("dev") == ["UD_A", "UD_B"]
+    counts = {name: sum(s.treebank == name for s in data.train_sentences) for name in ("UD_A", "UD_B", "UD_C")}
+    assert counts == {"UD_A": 12, "UD_B": 25, "UD_C": 20}  # the first 25 of each at most
+    sampler = data.train_dataloader().sampler
+    assert [len(m) for m in sampler.members] == [12, 25, 20] and sampler.shares == pytest.approx([1 / 3] * 3)
+    with pytest.raises(FileNotFoundError, match="no dev file"):  # one treebank: its dev is needed
+        DependencyDataModule("UD_C", root=str(treebanks)).setup("fit")
+    with pytest.raises(ConfigurationError, match="not both"):
+        DependencyDataModule(["UD_A"], root=str(treebanks), max_treebank_sentences=5, labeled_size=3)
+
+
+def _fit(tiny_bert_dir: Path, treebanks: Path, names: str, root: Path, *extra: str) -> Path:
+    cli = train.main([
+        "fit", "--trainer.max_steps", "2", "--model.encoder", str(tiny_bert_dir), "--model.heads.arc_size", "32",
+        "--model.heads.label_size", "16", "--data.treebank", names, "--data.root", str(treebanks),
+        "--data.batch_tokens", "300", "--trainer.default_root_dir", str(root), "--trainer.enable_progress_bar", "false",
+        "--trainer.enable_model_summary", "false", *extra,
+    ])
+    return Path(cli.trainer.log_dir)
+
+
+def test_two_treebanks_train_together_with_a_dev_score_each_and_their_mean_selects(tiny_bert_dir, treebanks, tmp_path):
+    run = _fit(tiny_bert_dir, treebanks, "[UD_A, UD_B, UD_C]", tmp_path / "runs", "--data.sampling_alpha", "0.5")
+    validation = [row for row in csv.DictReader(open(run / "metrics.csv")) if row["val/las"]][-1]
+    each = [float(validation[f"val/las/{name}"]) for name in ("UD_A", "UD_B")]
+    assert float(validation["val/las"]) == pytest.approx(sum(each) / 2, abs=1e-4)
+    assert "val/las/UD_C" not in validation  # no dev file: trained on, not scored
+    assert float(validation["val/uas"]) == pytest.approx(
+        (float(validation["val/uas/UD_A"]) + float(validation["val/uas/UD_B"])) / 2, abs=1e-4)
+
+
+def _network(encoder: Path, labels: list[str], **heads) -> Network:
+    from parser.network import EncoderOptions
+    torch.manual_seed(len(labels))
+    network = Network(str(encoder), EncoderOptions(), Heads(arc_size=32, label_size=16, **heads), labels)
+    for parameter in network.scorer.label.parameters():  # fresh rows are zeros: make the saved ones not
+        torch.nn.init.normal_(parameter)
+    return network
+
+
+def test_a_warm_start_copies_every_weight_and_matches_labels_by_name(tiny_bert_dir, tmp_path):
+    base = Parser(str(tiny_bert_dir), heads=Heads(arc_size=32, label_size=16, tagger=True))
+    base.build(["nmod", "obj", "root"])
+    torch.nn.init.normal_(base.network.scorer.label.weight)
+    base.save(tmp_path / "base")
+    target = _network(tiny_bert_dir, ["nmod:poss", "root", "vocative", "obj"])
+    fresh = target.scorer.label.weight.detach().clone()
+    start_from(target, str(tiny_bert_dir), read(tmp_path / "base"), tmp_path / "base")
+    saved, got = base.network.scorer.label.weight, target.scorer.label.weight
+    assert torch.equal(got[0], saved[0])  # nmod:poss starts from nmod, its universal part
+    assert torch.equal(got[1], saved[2]) and torch.equal(got[3], saved[1])  # by name, not position
+    assert torch.equal(got[2], fresh[2])  # a label new to it keeps its fresh row
+    for key, value in base.network.state_dict().items():
+        if key != "scorer.label.weight" and not key.startswith("tagger."):
+            assert torch.equal(target.state_dict()[key], value), key
+
+
+def test_a_warm_start_that_cannot_fit_says_why_in_one_line(tiny_bert_dir, tmp_path):
+    base = Parser(str(tiny_bert_dir), heads=Heads(arc_size=32, label_size=16))
+    base.build(["nmod", "root"])
+    base.save(tmp_path / "base")
+    saved = read(tmp_path / "base")
+    with pytest.raises(ConfigurationError, match="encoder is"):
+        start_from(_network(tiny_bert_dir, ["root"]), "other-encoder", saved, "base")
+    with pytest.raises(ConfigurationError, match=r"scorer.arc_head.0.weight is \(32, 32\) there, \(64, 32\) here"):
+        start_from(Network(str(tiny_bert_dir), base.encoder_options, Heads(arc_size=64, label_size=16), ["root"]),
+                   str(tiny_bert_dir), saved, "base")
+
+
+def test_a_parser_fine_tuned_from_a_base_starts_from_its_weights(tiny_bert_dir, treebanks, tmp_path):
+    base_run = _fit(tiny_bert_dir, treebanks, "[UD_A, UD_C]", tmp_path / "base")
+    base = base_run / "checkpoints" / "best.ckpt"
+    # learning rates 0: the fine-tuned parser's weights stay the ones it started from
+    run = _fit(tiny_bert_dir, treebanks, "UD_B", tmp_path / "target", "--model.init", str(base), "--model.lr", "0",
+               "--model.encoder_lr", "0", "--trainer.max_steps", "1")
+    tuned, started = Parser.load(run / "checkpoints" / "last.ckpt"), Parser.load(base)
+    assert read(run / "checkpoints" / "last.ckpt").hparams["init"] == str(base)
+    for key, value in started.network.state_dict().items():
+        if key != "scorer.label.weight":
+            assert torch.equal(tuned.network.state_dict()[key], value), key
+    shared = [label for label in tuned.network.label_vocab.itos if label in started.network.label_vocab]
+    assert shared
+    for label in shared:
+        assert torch.equal(tuned.network.scorer.label.weight[tuned.network.label_vocab.index(label)],
+                           started.network.scorer.label.weight[started.network.label_vocab.index(label)])
