@@ -82,10 +82,13 @@ class Parser(LightningModule):
         if labels is not None:
             self.build(labels)
 
-    def build(self, labels: list[str], source: str | Path | None = None) -> None:
-        """The network, once the labels are known (``source``: the encoder's files, no weights)."""
-        self.network = Network(self.hparams.encoder, self.encoder_options, self.heads, labels, source)
+    def build(self, labels: list[str], source: str | Path | None = None, treebanks: list[str] = ()) -> None:
+        """The network, once the labels (and the training treebanks) are known (``source``: the
+        encoder's files, no weights)."""
+        self.network = Network(self.hparams.encoder, self.encoder_options, self.heads, labels, source, treebanks)
         self.hparams["labels"] = list(labels)
+        if self.network.encoder.treebanks is not None:
+            self.hparams["treebanks"] = list(self.network.encoder.treebanks.itos)
         universal, tags = universal_index(labels), len(self.network.upos_vocab)
         self.val_metric, self.test_metric = AttachmentScore(universal), AttachmentScore(universal)
         self.val_tag_accuracy = MulticlassAccuracy(tags, average="micro", ignore_index=IGNORE_INDEX)
@@ -97,10 +100,11 @@ class Parser(LightningModule):
         if self.network is None:
             if data is None or data.label_vocab is None:
                 raise RuntimeError("the parser needs a label vocabulary: train with a DependencyDataModule")
+            treebanks = data.treebanks("train") if self.encoder_options.treebank_embedding else ()
             if fit and self.hparams.init and not self.trainer.ckpt_path:  # resuming restores its own weights
-                self._start_from(self.hparams.init, data.label_vocab.itos)
+                self._start_from(self.hparams.init, data.label_vocab.itos, treebanks)
             else:
-                self.build(data.label_vocab.itos)
+                self.build(data.label_vocab.itos, treebanks=treebanks)
         elif data is not None:
             data.label_vocab = self.network.label_vocab  # evaluate with the checkpoint's labels
         if data is not None:
@@ -118,11 +122,12 @@ class Parser(LightningModule):
         if self._teacher is None and self.terms.needs("teacher"):
             self._teacher = self._load_teacher()
 
-    def _start_from(self, path: str, labels: list[str]) -> None:
-        """The network built from the saved parser's encoder files and started from its weights."""
+    def _start_from(self, path: str, labels: list[str], treebanks: list[str]) -> None:
+        """The network built from the saved parser's encoder files and started from its weights;
+        its treebanks keep their vectors."""
         saved = checkpoint_files.read(path)
         with checkpoint_files.unpacked(saved.encoder_files) as source:
-            self.build(labels, source)
+            self.build(labels, source, [*(saved.hparams.get("treebanks") or []), *treebanks])
         start_from(self.network, self.hparams.encoder, saved, path)
 
     def _score_each_treebank(self, data, stage: str) -> None:
@@ -141,9 +146,9 @@ class Parser(LightningModule):
                                   self.decoding.multiroot, self.hparams.teacher_cache_mib)
         return Teacher.moving_average(self.network, self.hparams.teacher_ema)
 
-    def forward(self, words: list[list[str]], subwords=None) -> Scores:
+    def forward(self, words: list[list[str]], subwords=None, treebanks=None) -> Scores:
         """The network's scores of a batch of word lists (see :class:`~parser.network.Network`)."""
-        return self.network(words, subwords)
+        return self.network(words, subwords, treebanks)
 
     def on_fit_end(self) -> None:
         """The teacher goes where the parser went: Lightning moves the parser back to the
@@ -154,7 +159,7 @@ class Parser(LightningModule):
     # ----------------------------------------------------------------- training
     def training_step(self, batch: Batch | dict[str, Batch], batch_idx: int) -> Tensor:
         labeled, unlabeled = (batch["labeled"], batch["unlabeled"]) if isinstance(batch, dict) else (batch, None)
-        loss, values, weights = self.terms(labeled, unlabeled, self.global_step, lambda b: self(b.words, b.subwords),
+        loss, values, weights = self.terms(labeled, unlabeled, self.global_step, lambda b: self(b.words, b.subwords, b.treebanks),
                                            self.network.with_predicted_tags, self._teacher_scores)
         size = labeled.lengths.shape[0]
         self.log("train/loss", loss, prog_bar=True, batch_size=size)
@@ -168,7 +173,7 @@ class Parser(LightningModule):
         return loss
 
     def _teacher_scores(self, batch: Batch) -> Scores:
-        return self._teacher.scores(batch.words, self.network.label_vocab.itos, self.device)
+        return self._teacher.scores(batch.words, self.network.label_vocab.itos, self.device, batch.treebanks)
 
     def on_train_batch_end(self, outputs, batch, batch_idx: int) -> None:
         if self._teacher is not None:
@@ -208,7 +213,7 @@ class Parser(LightningModule):
 
     # ----------------------------------------------------------------- evaluation
     def _evaluate(self, batch: Batch, metric: AttachmentScore, tag_accuracy: MulticlassAccuracy) -> None:
-        scores = self(batch.words, batch.subwords)
+        scores = self(batch.words, batch.subwords, batch.treebanks)
         heads, labels = self.decoding(scores.arcs, scores.labels, batch.lengths)
         metric.update(heads, labels, batch.heads, batch.labels, batch.lengths, metric.group_of(batch.treebanks))
         if scores.tags is not None:
@@ -241,10 +246,12 @@ class Parser(LightningModule):
         """``(sentence index, parse)`` per sentence, for writing CoNLL-U back in order."""
         return list(zip(batch.index.tolist(), parse_batch(self.network, self.decoding, batch)))
 
-    def parse(self, sentences: list[list[str]], batch_size: int = 32, marginals: bool = False) -> list[Parse]:
+    def parse(self, sentences: list[list[str]], batch_size: int = 32, marginals: bool = False,
+              treebank: str | list[str | None] | None = None) -> list[Parse]:
         """Parse pre-tokenised sentences (each a list of words): heads, labels, with a
-        tagger UPOS and, on request, arc marginals (:func:`~parser.decoding.parsing.parse_words`)."""
-        return parse_words(self.network, self.decoding, sentences, batch_size, marginals)
+        tagger UPOS and, on request, arc marginals; ``treebank``: theirs, for treebank
+        vectors (:func:`~parser.decoding.parsing.parse_words`)."""
+        return parse_words(self.network, self.decoding, sentences, batch_size, marginals, treebank)
 
     # ----------------------------------------------------------------- files
     def on_save_checkpoint(self, checkpoint: dict) -> None:
@@ -271,7 +278,7 @@ class Parser(LightningModule):
         parser = cls(h["encoder"], EncoderOptions(**h["encoder_options"]), Heads(**h["heads"]),
                      teacher=h["teacher"], teacher_ema=h["teacher_ema"], decoding=Decoding(**h["decoding"]))
         with checkpoint_files.unpacked(saved.encoder_files) as source:
-            parser.build(h["labels"], source)
+            parser.build(h["labels"], source, h.get("treebanks") or ())
         saved.load_weights_into(parser, map_location)
         return parser.to(map_location).eval()
 

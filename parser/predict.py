@@ -64,7 +64,7 @@ AUTOCAST = {"32-true": None, "bf16-mixed": torch.bfloat16, "16-mixed": torch.flo
 
 def predict(checkpoint: str, source: str, target: str, batch_size: int = 32, device: str | None = None,
             overwrite_upos: bool = False, projective: bool | None = None,
-            crossing_margin: float | None = None, precision: str = "32-true") -> float:
+            crossing_margin: float | None = None, precision: str = "32-true", treebank: str | None = None) -> float:
     """Parse ``source`` into ``target``; returns sentences per second (parsing + decoding).
 
     A parser with a tagger fills UPOS where the input has ``_`` (every word with
@@ -74,7 +74,9 @@ def predict(checkpoint: str, source: str, target: str, batch_size: int = 32, dev
     ``precision``: ``bf16-mixed`` runs the encoder under bfloat16 autocast (faster where
     the processor has bf16 arithmetic: AVX512-BF16 or AMX CPUs, recent GPUs). The
     checkpoint's kind, the whole input and the output's folder are checked before the
-    model loads, so bad input fails in a moment, not after loading."""
+    model loads, so bad input fails in a moment, not after loading. ``treebank``: the
+    input's treebank, for a parser with treebank vectors (default: the input file's folder,
+    ``Sentence.treebank``; one the parser was not trained on reads as ``<other>``)."""
     Decoding(projective=bool(projective), crossing_margin=crossing_margin)  # a bad pair fails before loading
     check_checkpoint_path(checkpoint)
     sentences = read_sentences(source)
@@ -87,7 +89,8 @@ def predict(checkpoint: str, source: str, target: str, batch_size: int = 32, dev
     dtype = AUTOCAST[precision]
     start = time.perf_counter()
     with torch.autocast(torch.device(device).type, dtype=dtype, enabled=dtype is not None):
-        parses = parser.parse([s.words for s in sentences], batch_size=batch_size)
+        parses = parser.parse([s.words for s in sentences], batch_size=batch_size,
+                              treebank=treebank or [s.treebank for s in sentences])
     speed = len(sentences) / (time.perf_counter() - start)
     upos = None
     if parses and parses[0].tags is not None:
@@ -113,11 +116,13 @@ def main(argv: list[str] | None = None) -> None:
                           "more than this (choose it on dev: python -m parser.crossing_margin)")
     cli.add_argument("--precision", choices=list(AUTOCAST), default="32-true",
                      help="bf16-mixed: the encoder under bfloat16 autocast, as --trainer.precision in training")
+    cli.add_argument("--treebank", default=None,
+                     help="the input's treebank, for a parser with treebank vectors (default: the input's folder)")
     cli.add_argument("--debug", action="store_true", help="show the full traceback of an error")
     args = cli.parse_args(argv)
     speed = run_reporting_errors(lambda: predict(args.checkpoint, args.input, args.output, args.batch_size,
                                                  args.device, args.overwrite_upos, args.projective,
-                                                 args.crossing_margin, args.precision))
+                                                 args.crossing_margin, args.precision, args.treebank))
     print(f"parsed {args.input} -> {args.output} ({speed:.1f} sentences/s)")
 
 

@@ -131,3 +131,54 @@ def test_a_parser_fine_tuned_from_a_base_starts_from_its_weights(tiny_bert_dir, 
     for label in shared:
         assert torch.equal(tuned.network.scorer.label.weight[tuned.network.label_vocab.index(label)],
                            started.network.scorer.label.weight[started.network.label_vocab.index(label)])
+
+
+def _with_treebank_vectors(encoder: Path, treebanks: list[str]) -> Network:
+    from parser.network import EncoderOptions
+    torch.manual_seed(0)
+    return Network(str(encoder), EncoderOptions(treebank_embedding=True), Heads(arc_size=32, label_size=16),
+                   ["nmod", "root"], treebanks=treebanks).eval()
+
+
+def test_treebank_vectors_start_at_zero_and_tell_treebanks_apart(tiny_bert_dir):
+    from parser.network import EncoderOptions
+    words = [["Les", "chiens", "aboient"], ["Dogs", "bark"]]
+    network = _with_treebank_vectors(tiny_bert_dir, ["UD_A", "UD_B"])
+    with torch.no_grad():
+        network.scorer.arc.weight.normal_()  # zeros at the start: every tree alike
+    plain = Network(str(tiny_bert_dir), EncoderOptions(), Heads(arc_size=32, label_size=16), ["nmod", "root"]).eval()
+    plain.load_state_dict({k: v for k, v in network.state_dict().items() if "treebank" not in k})
+    assert network.encoder.treebanks.itos == ["<other>", "UD_A", "UD_B"]
+    assert torch.equal(network(words, treebanks=["UD_A", "UD_B"]).arcs, plain(words).arcs)  # zeros: no change yet
+    with torch.no_grad():
+        network.encoder.treebank_vectors.weight.normal_()
+    a, b, unseen = (network(words, treebanks=[name] * 2).arcs for name in ("UD_A", "UD_B", "UD_Z"))
+    assert not torch.allclose(a, b)
+    assert torch.equal(unseen, network(words).arcs)  # a treebank not trained on, or none: <other>
+    network.encoder.train()
+    torch.manual_seed(1)
+    ids = network.encoder._treebank_ids(["UD_A"] * 2000, 2000, torch.device("cpu"))
+    assert 0.08 < (ids == 0).float().mean() < 0.12  # one training sentence in ten learns <other>
+
+
+def test_a_base_with_treebank_vectors_trains_saves_and_passes_them_on(tiny_bert_dir, treebanks, tmp_path):
+    vectors = ["--model.encoder_options.treebank_embedding", "true"]
+    base_run = _fit(tiny_bert_dir, treebanks, "[UD_A, UD_C]", tmp_path / "base", *vectors)
+    base = Parser.load(base_run / "checkpoints" / "last.ckpt")
+    assert base.network.encoder.treebanks.itos == ["<other>", "UD_A", "UD_C"]
+    sentence = [["Dogs", "bark", "."]]
+    with torch.no_grad():
+        base.network.encoder.treebank_vectors.weight.normal_()  # 2 steps leave them near zero
+    base.save(tmp_path / "saved")
+    again = Parser.load(tmp_path / "saved")
+    assert again.parse(sentence, treebank="UD_A", marginals=True)[0].marginals.equal(
+        base.parse(sentence, treebank="UD_A", marginals=True)[0].marginals)
+    assert not again.parse(sentence, treebank="UD_A", marginals=True)[0].marginals.equal(
+        again.parse(sentence, marginals=True)[0].marginals)
+    run = _fit(tiny_bert_dir, treebanks, "UD_B", tmp_path / "target", *vectors, "--model.init", str(tmp_path / "saved"),
+               "--model.lr", "0", "--model.encoder_lr", "0", "--trainer.max_steps", "1")
+    tuned = Parser.load(run / "checkpoints" / "last.ckpt").network.encoder
+    assert tuned.treebanks.itos == ["<other>", "UD_A", "UD_C", "UD_B"]
+    saved = again.network.encoder.treebank_vectors.weight
+    assert torch.equal(tuned.treebank_vectors.weight[:3], saved)
+    assert torch.equal(tuned.treebank_vectors.weight[3], saved[0])  # the new treebank starts from <other>

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+import dataclasses
 from dataclasses import dataclass
 
 import torch
@@ -30,7 +31,7 @@ class Parse:
 
 def parse_batch(network: Network, decoding: Decoding, batch: Batch, marginals: bool = False) -> list[Parse]:
     """Each sentence of ``batch`` parsed by ``decoding`` (arc marginals on request)."""
-    scores = network(batch.words, batch.subwords)
+    scores = network(batch.words, batch.subwords, batch.treebanks)
     lengths = batch.lengths.to(scores.arcs.device)
     heads, labels = decoding(scores.arcs, scores.labels, lengths)
     mu = arc_marginals(scores.arcs, lengths, decoding.multiroot) if marginals else None
@@ -45,9 +46,11 @@ def parse_batch(network: Network, decoding: Decoding, batch: Batch, marginals: b
 
 @torch.no_grad()
 def parse_words(network: Network, decoding: Decoding, sentences: Sequence[Sequence[str]], batch_size: int = 32,
-                marginals: bool = False) -> list[Parse]:
+                marginals: bool = False, treebank: str | Sequence[str | None] | None = None) -> list[Parse]:
     """Parse pre-tokenised sentences (each a list of words), in length-sorted batches, in
-    the order given. A string is refused, not split: ``text.split()`` it first."""
+    the order given. A string is refused, not split: ``text.split()`` it first.
+    ``treebank``: the sentences' treebank (one name, or one per sentence), for a parser
+    with treebank vectors (``EncoderOptions.treebank_embedding``); None: ``<other>``."""
     for sentence in [sentences] if isinstance(sentences, str) else sentences:
         if isinstance(sentence, str) or not all(isinstance(word, str) for word in sentence):
             raise TypeError(
@@ -58,9 +61,11 @@ def parse_words(network: Network, decoding: Decoding, sentences: Sequence[Sequen
     network.eval()
     order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))  # similar lengths batch well
     parses: list[Parse | None] = [None] * len(sentences)
+    treebanks = [treebank] * len(sentences) if treebank is None or isinstance(treebank, str) else list(treebank)
     for start in range(0, len(order), batch_size):
         ids = order[start : start + batch_size]
         chunk = [Sentence(list(sentences[i]), ["_"] * len(sentences[i]), None, None, None, "parse()", i + 1) for i in ids]
-        for i, parse in zip(ids, parse_batch(network, decoding, collate(chunk, network.upos_vocab, None), marginals)):
+        batch = dataclasses.replace(collate(chunk, network.upos_vocab, None), treebanks=[treebanks[i] for i in ids])
+        for i, parse in zip(ids, parse_batch(network, decoding, batch, marginals)):
             parses[i] = parse
     return parses

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Literal
@@ -14,9 +15,14 @@ from transformers.utils import logging as hf_logging
 
 from objectives.conventions import ConfigurationError
 
+from parser.data.vocab import Vocab
 from parser.network.characters import CharacterEncoder
 from parser.network.pretrained import resolve_model_path
 from parser.network.sentence_lstm import SentenceLSTM
+
+
+OTHER_TREEBANK = "<other>"  # the vector of a treebank not trained on
+TREEBANK_DROPOUT = 0.1  # training sentences given the other vector (Stymne et al. 2018 train no such vector)
 
 
 def _load_backbone(path: str, weights: bool = True) -> nn.Module:
@@ -219,6 +225,9 @@ class WordEncoder(nn.Module):
         lstm_layers: with a positive number, that many bidirectional LSTM layers
             (:class:`SentenceLSTM`, ``lstm_size`` per direction) read the word vectors
             (transformer and characters, after ``dropout``) and give the output.
+        treebank_embedding: a learned vector for each of ``treebanks`` (and one for any
+            other) added to every word's transformer vector (Stymne et al. 2018): a
+            multi-treebank parser tells its treebanks apart.
         source: a directory with the encoder's ``config.json`` and tokenizer files (as
             written by :meth:`save_files`) to build from instead of ``model``, without
             pretrained weights: a parser checkpoint supplies them.
@@ -239,6 +248,8 @@ class WordEncoder(nn.Module):
         word_dropout: float = 0.0,
         lstm_layers: int = 0,
         lstm_size: int = 400,
+        treebank_embedding: bool = False,
+        treebanks: Sequence[str] = (),
         source: str | Path | None = None,
     ) -> None:
         super().__init__()
@@ -261,6 +272,11 @@ class WordEncoder(nn.Module):
         if not 0.0 <= word_dropout < 1.0:
             raise ConfigurationError(f"word_dropout must be in [0, 1), got {word_dropout}")
         self.word_dropout = word_dropout
+        self.treebanks = self.treebank_vectors = None
+        if treebank_embedding:  # zeros: a run starts as without them
+            self.treebanks = Vocab([OTHER_TREEBANK, *(t for t in treebanks if t != OTHER_TREEBANK)], unk=OTHER_TREEBANK)
+            self.treebank_vectors = nn.Embedding(len(self.treebanks), self.model.config.hidden_size)
+            nn.init.zeros_(self.treebank_vectors.weight)
         self.lstm = None
         self._size = self.model.config.hidden_size + (self.characters.size if self.characters is not None else 0)
         if lstm_layers > 0:
@@ -299,12 +315,15 @@ class WordEncoder(nn.Module):
             self.model.eval()
         return self
 
-    def forward(self, words: list[list[str]], subwords: Subwords | None = None) -> Tensor:
+    def forward(self, words: list[list[str]], subwords: Subwords | None = None,
+                treebanks: Sequence[str | None] | None = None) -> Tensor:
         """Encode B sentences of up to N words -> (B, N+1, H).
 
         Position 0 is the sentence vector (the first token, e.g. [CLS], averaged over
         windows), positions 1..n the words, zeros beyond. ``subwords``: the words already
         tokenised by :attr:`subwords` (in the data pipeline), else they are tokenised here.
+        ``treebanks``: each sentence's treebank, for the treebank vectors (None, or a
+        treebank not trained on: the ``other`` vector).
         """
         batch, n_words = len(words), max(map(len, words))
         sub = (subwords if subwords is not None else self.subwords(words, n_words)).to(self.model.device)
@@ -318,12 +337,22 @@ class WordEncoder(nn.Module):
         roots = hidden[:, 0] * sub.window_weight.to(hidden.dtype)[:, None]  # (W, H)
         out.index_add_(0, sub.window_target, roots)
         out = out.view(batch, n_words + 1, -1)
+        if self.treebank_vectors is not None:
+            out = out + self.treebank_vectors(self._treebank_ids(treebanks, batch, out.device)).to(out.dtype)[:, None]
         if self.characters is not None:
             out = torch.cat([out, self.characters(words, n_words).to(out.dtype)], dim=-1)
         out = self.dropout(out)
         if self.lstm is not None:
             out = self.dropout(self.lstm(out, torch.tensor([len(w) for w in words])))
         return out
+
+    def _treebank_ids(self, treebanks: Sequence[str | None] | None, batch: int, device: torch.device) -> Tensor:
+        """Each sentence's treebank vector: (B,); in training a share ``TREEBANK_DROPOUT`` of
+        them gets the ``other`` vector, which so learns to stand for any treebank."""
+        ids = torch.tensor([self.treebanks.index(t) for t in (treebanks or [None] * batch)], device=device)
+        if self.training:
+            ids = ids.masked_fill(torch.rand(batch, device=device) < TREEBANK_DROPOUT, self.treebanks.unk_index)
+        return ids
 
     def _drop_words(self, sub: Subwords, n_flat: int) -> Tensor:
         """``sub.input_ids`` with every subword of each dropped word (probability

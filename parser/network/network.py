@@ -42,6 +42,10 @@ class EncoderOptions:
         word_dropout: in training, the probability of masking all of a word's subwords.
         lstm_layers, lstm_size: bidirectional LSTM layers (``lstm_size`` per direction)
             over the word vectors, as in Dozat & Manning (2017); 0 layers for none.
+        treebank_embedding: a learned vector per training treebank added to the word
+            vectors (before the LSTM); a sentence of a treebank not trained on, and one in
+            ten training sentences, gets the ``<other>`` vector (``Batch.treebanks``;
+            ``Parser.parse(treebank=...)`` and ``parser.predict --treebank`` name one).
     """
 
     pooling: Literal["first", "mean"] = "first"
@@ -54,6 +58,7 @@ class EncoderOptions:
     word_dropout: float = 0.0
     lstm_layers: int = 0
     lstm_size: int = 400
+    treebank_embedding: bool = False
 
 
 class VocabularyRows(NamedTuple):
@@ -82,23 +87,26 @@ class Network(nn.Module):
     with a tagger, UPOS logits ``(B, N+1, T)``.
 
     ``encoder``: transformers model name or path; ``source``: a directory with the encoder's config and tokenizer files to build it from,
-    without pretrained weights (a checkpoint supplies them).
+    without pretrained weights (a checkpoint supplies them); ``treebanks``: those with a
+    vector of their own (``EncoderOptions.treebank_embedding``).
     """
 
     def __init__(self, encoder: str, options: EncoderOptions, heads: Heads, labels: Sequence[str],
-                 source: str | Path | None = None):
+                 source: str | Path | None = None, treebanks: Sequence[str] = ()):
         super().__init__()
         self.label_vocab = Vocab(labels)
         self.upos_vocab = build_upos_vocab()
-        self.encoder = WordEncoder(encoder, **dataclasses.asdict(options), source=source)
+        self.encoder = WordEncoder(encoder, **dataclasses.asdict(options), treebanks=treebanks, source=source)
         self.tagger = None
         if heads.tagger:
             self.tagger = nn.Sequential(nn.Dropout(heads.dropout), nn.Linear(self.encoder.hidden_size, len(self.upos_vocab)))
         self.scorer = BiaffineScorer(self.encoder.hidden_size, len(labels), heads.arc_size, heads.label_size, heads.dropout)
 
-    def forward(self, words: list[list[str]], subwords: Subwords | None = None) -> Scores:
-        """Scores of a batch of word lists (``subwords``: already tokenised by the data pipeline)."""
-        vectors = self.encoder(words, subwords)
+    def forward(self, words: list[list[str]], subwords: Subwords | None = None,
+                treebanks: Sequence[str | None] | None = None) -> Scores:
+        """Scores of a batch of word lists (``subwords``: already tokenised by the data
+        pipeline; ``treebanks``: each sentence's, for the treebank vectors)."""
+        vectors = self.encoder(words, subwords, treebanks)
         scores = self.scorer(vectors)
         if self.tagger is not None:
             scores.tags = self.tagger(vectors).float()
@@ -106,8 +114,13 @@ class Network(nn.Module):
 
     def vocabulary_rows(self) -> dict[str, VocabularyRows]:
         """The parameters whose rows belong to names (see ``parser.training.warm_start``):
-        the label scorer's, one per label, a new label starting from its universal part."""
-        return {"scorer.label.weight": VocabularyRows("labels", self.label_vocab.itos, universal_deprel)}
+        the label scorer's, one per label, a new label starting from its universal part; the
+        treebank vectors, a new treebank starting from the ``<other>`` vector."""
+        rows = {"scorer.label.weight": VocabularyRows("labels", self.label_vocab.itos, universal_deprel)}
+        if self.encoder.treebanks is not None:
+            rows["encoder.treebank_vectors.weight"] = VocabularyRows(
+                "treebanks", self.encoder.treebanks.itos, lambda name: self.encoder.treebanks.unk)
+        return rows
 
     def parts(self) -> list[Tensor]:
         """Every parameter and floating-point buffer, in a fixed order (a moving average's)."""

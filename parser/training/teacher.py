@@ -60,30 +60,34 @@ class Teacher:
         return self
 
     @torch.no_grad()
-    def scores(self, words: list[list[str]], labels: Sequence[str], device: torch.device) -> Scores:
+    def scores(self, words: list[list[str]], labels: Sequence[str], device: torch.device,
+               treebanks: Sequence[str | None] | None = None) -> Scores:
         """The teachers' mean scores of ``words`` (arcs ``[B, N+1, N+1]``, labels ``[B, N+1, N+1, L]``),
         their labels in the student's vocabulary ``labels`` (by name: a teacher from another
         treebank gives no mass to labels it never saw); with a cache, zeros where a sentence is
-        shorter than the batch's longest."""
+        shorter than the batch's longest. ``treebanks``: each sentence's (treebank vectors)."""
         if self.cache is None:
-            return self._mean_scores(words, labels, device)
+            return self._mean_scores(words, labels, device, treebanks)
         known = {tuple(sentence): self.cache.get(sentence) for sentence in words}
-        missing = [list(sentence) for sentence, scores in known.items() if scores is None]
+        position = {tuple(sentence): i for i, sentence in enumerate(words)}
+        missing = [sentence for sentence, scores in known.items() if scores is None]
         if missing:
-            fresh = self._mean_scores(missing, labels, device)
+            fresh = self._mean_scores([list(sentence) for sentence in missing], labels, device,
+                                      None if treebanks is None else [treebanks[position[s]] for s in missing])
             arcs, label_scores = fresh.arcs.cpu(), fresh.labels.cpu()  # one copy from the device
             for i, sentence in enumerate(missing):
                 n = len(sentence) + 1  # each its own storage, not a view of the batch
-                known[tuple(sentence)] = Scores(arcs[i, :n, :n].clone(), label_scores[i, :n, :n].clone())
-                self.cache.put(sentence, known[tuple(sentence)])
+                known[sentence] = Scores(arcs[i, :n, :n].clone(), label_scores[i, :n, :n].clone())
+                self.cache.put(sentence, known[sentence])
         sentences = [known[tuple(sentence)] for sentence in words]
         return Scores(_stack_padded([s.arcs for s in sentences]).to(device),
                       _stack_padded([s.labels for s in sentences]).to(device))
 
-    def _mean_scores(self, words: list[list[str]], labels: Sequence[str], device: torch.device) -> Scores:
+    def _mean_scores(self, words: list[list[str]], labels: Sequence[str], device: torch.device,
+                     treebanks: Sequence[str | None] | None) -> Scores:
         arcs, label_scores = [], []
         for network in self.networks:
-            scores = network.to(device).eval()(words)
+            scores = network.to(device).eval()(words, None, treebanks)
             arcs.append(scores.arcs)
             label_scores.append(reindex_labels(scores.labels, network.label_vocab.itos, labels))
         return Scores(torch.stack(arcs).mean(0), torch.stack(label_scores).mean(0))
