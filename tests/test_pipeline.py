@@ -1,0 +1,144 @@
+"""The pipeline command: stages of train.py runs as one command (parser.pipeline, parser.runs)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from parser import pipeline, runs
+from parser.data.sentences import read_conllu, write_conllu
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def tiny_treebank(ud_dir: Path, root: Path) -> Path:
+    """``root/UD_Tiny``: 30 training and 8 dev and test sentences of Wolof-WTB."""
+    (root / "UD_Tiny").mkdir(parents=True)
+    for split, size in (("train", 30), ("dev", 8), ("test", 8)):
+        sentences = read_conllu(next((ud_dir / "UD_Wolof-WTB").glob(f"*-ud-{split}.conllu")))[:size]
+        write_conllu(sentences, root / "UD_Tiny" / f"tiny-ud-{split}.conllu")
+    return root
+
+
+def write_pipeline(path: Path, encoder: Path, stages: str) -> Path:
+    small = (f"[--model.encoder, {encoder}, --model.heads.arc_size, '32', --model.heads.label_size, '16', "
+             "--trainer.max_steps, '2', --data.batch_tokens, '300', --trainer.enable_progress_bar, 'false', "
+             "--trainer.enable_model_summary, 'false', --trainer.limit_val_batches, '1.0']")
+    path.write_text(stages.replace("SMALL", small))
+    return path
+
+
+TWO_STAGES = """
+stages:
+  - name: teachers
+    config: configs/likelihood.yaml
+    seeds: [1, 2]
+    args: SMALL
+  - name: student
+    config: configs/distill.yaml
+    teachers: teachers
+    args: SMALL
+"""
+
+
+def test_dry_run_prints_each_stage_with_its_teachers_and_start(ud_dir, tmp_path, capsys):
+    path = tmp_path / "p.yaml"
+    path.write_text("""
+stages:
+  - {name: base, config: configs/likelihood.yaml, data: own}
+  - {name: tuned, config: configs/likelihood.yaml, init: base, seeds: [1, 2]}
+  - {name: plain, config: configs/likelihood.yaml}
+  - {name: start, choose: [tuned, plain]}
+  - {name: student, config: configs/distill.yaml, teacher: start, seeds: [2]}
+  - {name: committee, config: configs/distill.yaml, teachers: tuned}
+""")
+    pipeline.main([str(path), "--treebank", "UD_Wolof-WTB", "--root", str(ud_dir), "--output", "out", "--dry-run"])
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 7 and "--data.treebank" not in lines[0]  # the base keeps its own data
+    assert "--data.root" in lines[0]
+    assert "--model.init out/base/seed1/likelihood/version_0/checkpoints/best.ckpt" in lines[2]
+    assert lines[4].startswith("stage 4/6 start: whichever of tuned, plain")
+    assert "--model.teacher out/tuned/seed2/likelihood/version_0/checkpoints/best.ckpt" in lines[5]  # the same seed
+    assert ("--model.teacher '[out/tuned/seed1/likelihood/version_0/checkpoints/best.ckpt, "
+            "out/tuned/seed2/likelihood/version_0/checkpoints/best.ckpt]'") in lines[6]  # every seed
+
+
+@pytest.mark.parametrize("stages, message", [
+    ("stages: [{name: a, config: configs/likelihood.yaml, teachers: b}, {name: b, config: configs/likelihood.yaml}]",
+     "stage a: reads b, which is not an earlier stage"),
+    ("stages: [{name: a, config: configs/nope.yaml}]", "stage a: no config file configs/nope.yaml"),
+    ("stages: [{name: a, config: configs/likelihood.yaml, seed: 3}]", "stage a: unknown keys seed"),
+    ("stages: [{name: a, choose: [a]}]", "stage a: reads a, which is not an earlier stage"),
+    ("stages: [{name: a}]", "give a config to train, or choose"),
+    ("stages: {a: 1}", "a pipeline needs a list of stages"),
+])
+def test_a_wrong_pipeline_is_one_line_before_anything_trains(ud_dir, tmp_path, capsys, stages, message):
+    path = tmp_path / "p.yaml"
+    path.write_text(stages)
+    with pytest.raises(SystemExit) as stop:
+        pipeline.main([str(path), "--treebank", "UD_Wolof-WTB", "--root", str(ud_dir), "--output", str(tmp_path / "out")])
+    error = capsys.readouterr().err.strip()
+    assert stop.value.code == 2 and error.startswith("error: ") and message in error and "\n" not in error
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_missing_treebank_or_given_checkpoint_is_one_line(ud_dir, tmp_path, capsys):
+    path = tmp_path / "p.yaml"
+    path.write_text("stages: [{name: a, config: configs/likelihood.yaml}]")
+    for extra, message in (([], "no train file"), (["--given", "a=nowhere.ckpt"], "nowhere.ckpt: no such checkpoint"),
+                           (["--given", "b=x.ckpt"], "--given names no stage")):
+        treebank = "UD_Nope" if not extra else "UD_Wolof-WTB"
+        with pytest.raises(SystemExit) as stop:
+            pipeline.main([str(path), "--treebank", treebank, "--root", str(ud_dir), "--output", str(tmp_path / "out"),
+                           *extra])
+        error = capsys.readouterr().err.strip()
+        assert stop.value.code == 2 and message in error and "\n" not in error, error
+
+
+def test_a_two_stage_pipeline_trains_scores_saves_and_is_reused(tiny_bert_dir, ud_dir, tmp_path, monkeypatch):
+    root = tiny_treebank(ud_dir, tmp_path / "ud")
+    path = write_pipeline(tmp_path / "p.yaml", tiny_bert_dir, TWO_STAGES)
+    command = [sys.executable, "-m", "parser.pipeline", str(path), "--treebank", "UD_Tiny", "--root", str(root),
+               "--output", str(tmp_path / "out"), "--test"]
+    done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = done.stdout.splitlines()
+    assert [line.split(":")[0] for line in lines if re.match(r"stage \d+/\d+ ", line)] == [
+        "stage 1/2 teachers, seed 1", "stage 1/2 teachers, seed 1", "stage 1/2 teachers, seed 2",
+        "stage 1/2 teachers, seed 2", "stage 2/2 student, seed 1", "stage 2/2 student, seed 1"]
+    rows = [line.split() for line in lines if line.startswith(("teachers ", "student "))]
+    assert [row[:2] for row in rows] == [["teachers", "seed1"], ["teachers", "seed2"], ["student", "seed1"]]
+    assert all(0 <= float(row[3]) <= 100 for row in rows), "\n".join(lines[-6:])  # dev and test LAS of each run
+    assert (tmp_path / "out" / "parser" / "parser.json").is_file()
+    student = runs.finished(tmp_path / "out" / "student" / "seed1")
+    hparams = (student.directory / "hparams.yaml").read_text()
+    assert "teachers/seed1" in hparams and "teachers/seed2" in hparams  # both teachers taught it
+
+    def no_training(*args, **kwargs):
+        raise AssertionError("a finished stage trained again")
+
+    monkeypatch.setattr(subprocess, "run", no_training)
+    again = pipeline.read_pipeline(path)
+    pipeline.run(again, "UD_Tiny", tmp_path / "out", str(root), say=lambda line: None)
+    assert again.results["student"] == [student]
+
+
+def test_a_stopped_stage_resumes_from_its_last_checkpoint(tmp_path, monkeypatch):
+    folder = tmp_path / "out" / "a" / "seed1"
+    last = folder / "likelihood" / "version_0" / "checkpoints" / "last.ckpt"
+    last.parent.mkdir(parents=True)
+    last.write_bytes(b"")  # what a run stopped by a signal leaves
+    commands = []
+
+    def fake_train(command, **kwargs):
+        commands.append(command)
+        return subprocess.CompletedProcess(command, 0)
+
+    monkeypatch.setattr(subprocess, "run", fake_train)
+    run = runs.fit(REPO / "configs" / "likelihood.yaml", ["--seed_everything", "1"], folder)
+    assert commands[0][-2:] == ["--ckpt_path", str(last)] and run.directory == last.parents[1]
+    assert runs.finished(folder) == run  # marked: the next pipeline run reuses it
