@@ -4,8 +4,9 @@
 user can fix (a malformed or missing file, a file that is not a checkpoint, settings that
 cannot work: ``ConfigurationError`` from the parser, the data or an objective, an option
 value the command line rejects, trainer settings Lightning rejects as a misconfiguration),
-also when it surfaces as the cause of another error; the full
-traceback only with ``--debug`` on the command line or ``TREEEXP_DEBUG=1``.
+also when it surfaces as the cause of another error; ``error: FILE: what happened`` and
+exit status 1 for a fault of the machine that names a file (an ``OSError`` such as a full
+disk). The full traceback only with ``--debug`` on the command line or ``TREEEXP_DEBUG=1``.
 """
 
 from __future__ import annotations
@@ -35,7 +36,8 @@ def debugging(argv: list[str] | None = None) -> bool:
 
 
 def run_reporting_errors(main: Callable[[], T]) -> T:
-    """Run ``main``; a user error ends the program with one ``error:`` line (exit 2)."""
+    """Run ``main``; a user error ends the program with one ``error:`` line (exit 2), a
+    fault of the machine naming a file too (exit 1)."""
     try:
         return main()
     except Exception as raised:
@@ -43,14 +45,14 @@ def run_reporting_errors(main: Callable[[], T]) -> T:
         if error is None or debugging():
             raise
         print(f"error: {message(error)}", file=sys.stderr)
-        raise SystemExit(2) from None
+        raise SystemExit(2 if isinstance(error, USER_ERRORS) else 1) from None
 
 
 def user_error(error: BaseException) -> BaseException | None:
-    """``error`` or the first error in its chain of causes that the user can fix (an
-    option's value checked while the command line builds an object comes wrapped in the
-    parser's own error), else ``None``."""
-    while error is not None and not isinstance(error, USER_ERRORS):
+    """``error`` or the first error in its chain of causes that the user can fix or that
+    names the file the machine failed on (an option's value checked while the command line
+    builds an object comes wrapped in the parser's own error), else ``None``."""
+    while error is not None and not (isinstance(error, USER_ERRORS) or isinstance(error, OSError) and error.filename):
         error = error.__cause__ or error.__context__
     return error
 

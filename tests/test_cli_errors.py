@@ -123,6 +123,8 @@ CONFIGURATIONS_THAT_CANNOT_WORK = {  # case: (config, overrides, what the error 
     "no_ge_target": ("ge.yaml", ['--model.terms=[{"objective": {"class_path": "objectives.GeneralizedExpectation", "init_args": '
                                  '{"constraints": "tag_pairs", "targets_from": "labeled", "min_count": 100000}}}]'],
                      ["no constraint's child tag"]),
+    "unknown_objective": ("likelihood.yaml", ["--objective", "gee"], ["--objective must be one of", "not 'gee'"]),
+    "no_encoder_directory": ("likelihood.yaml", ["--model.encoder", "NOWHERE"], ["nowhere: no such encoder directory"]),
 }
 
 
@@ -138,7 +140,8 @@ def test_train_reports_a_configuration_that_cannot_work_in_one_line(case, tiny_b
         teacher_run = _fit(tiny_bert_dir, small, "likelihood.yaml", "--model.decoding.multiroot", "true",
                            "--trainer.default_root_dir", str(tmp_path / "teacher"))
         assert teacher_run.returncode == 0, teacher_run.stderr[-2000:]
-    replace = {"TEXT": str(small["text"]), "TEACHER": str(next((tmp_path / "teacher").rglob("last.ckpt"), ""))}
+    replace = {"TEXT": str(small["text"]), "TEACHER": str(next((tmp_path / "teacher").rglob("last.ckpt"), "")),
+               "NOWHERE": str(tmp_path / "nowhere")}
     args = ["fit", *_fit_args(tiny_bert_dir, small, config), "--trainer.default_root_dir", str(tmp_path / "runs"),
             *(replace.get(arg, arg) for arg in overrides)]
     with pytest.raises(SystemExit) as stopped:
@@ -154,3 +157,53 @@ def test_train_shows_the_traceback_of_a_setup_error_with_debug(tiny_bert_dir, sm
     _one_error_line(_fit(tiny_bert_dir, small, "ge.yaml", *args), "needs UPOS tags")
     debug = _fit(tiny_bert_dir, small, "ge.yaml", *args, "--debug")
     assert debug.returncode != 0 and "Traceback" in debug.stderr and "ConfigurationError" in debug.stderr
+
+
+@pytest.fixture()
+def damaged_checkpoints(tmp_path: Path) -> dict[str, Path]:
+    """A checkpoint cut short (as by a kill during a save) and one whose archive reads but
+    whose pickled data is garbage."""
+    import torch
+
+    whole = tmp_path / "whole.ckpt"
+    torch.save({"state_dict": {"w": torch.zeros(1000)}, "hyper_parameters": {"labels": ["root"]}}, whole)
+    content = whole.read_bytes()
+    truncated = tmp_path / "truncated.ckpt"
+    truncated.write_bytes(content[: len(content) // 2])
+    pickle_start = content.index(b"\x80\x02")  # the protocol 2 pickle that holds the dictionary
+    garbage = tmp_path / "garbage.ckpt"
+    garbage.write_bytes(content[:pickle_start] + b"X" * 20 + content[pickle_start + 20 :])
+    return {"truncated": truncated, "garbage": garbage}
+
+
+COMMANDS_GIVEN_A_CHECKPOINT = {  # command: its arguments, CKPT where the checkpoint goes
+    "fit --ckpt_path": ["train", "fit", "likelihood.yaml", "--ckpt_path", "CKPT"],
+    "test --ckpt_path": ["train", "test", "likelihood.yaml", "--ckpt_path", "CKPT"],
+    "fit --model.teacher": ["train", "fit", "distill.yaml", "--model.teacher", "CKPT"],
+    "parser.predict": ["parser.predict", "CKPT", "CONLLU", "OUT"],
+    "parser.evaluate": ["parser.evaluate", "CONLLU", "CKPT"],
+}
+
+
+@pytest.mark.parametrize("damage", ["truncated", "garbage"])
+@pytest.mark.parametrize("command", sorted(COMMANDS_GIVEN_A_CHECKPOINT))
+def test_a_damaged_checkpoint_is_one_line_wherever_it_is_given(command, damage, damaged_checkpoints, tiny_bert_dir,
+                                                               small, tmp_path, capsys):
+    """(``--model.init`` does not exist yet.) Run in this process, as the commands run."""
+    import train
+    from parser import evaluate, predict
+    from parser.cli import run_reporting_errors
+
+    program, *args = COMMANDS_GIVEN_A_CHECKPOINT[command]
+    replace = {"CKPT": str(damaged_checkpoints[damage]), "CONLLU": str(small["conllu"]), "OUT": str(tmp_path / "out")}
+    args = [replace.get(arg, arg) for arg in args]
+    with pytest.raises(SystemExit) as stopped:
+        if program == "train":
+            subcommand, config, *rest = args
+            run_reporting_errors(lambda: train.main([subcommand, *_fit_args(tiny_bert_dir, small, config), *rest,
+                                                     "--trainer.default_root_dir", str(tmp_path / "runs")]))
+        else:
+            {"parser.predict": predict, "parser.evaluate": evaluate}[program].main(args)
+    assert stopped.value.code == 2
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error: ")]
+    assert len(lines) == 1 and f"{damage}.ckpt" in lines[0], lines
