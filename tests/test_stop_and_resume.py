@@ -27,13 +27,14 @@ STEPS = 6  # validation at steps 3 and 6
 
 class PauseAfter(Callback):
     """After training step ``step``: write ``marker`` and wait until the file ``go`` exists
-    (the test sends its signal in between), or with ``kill`` end the process by SIGKILL."""
+    (the test sends its signal in between), or with ``kill`` end the process by SIGKILL
+    (with ``rank``, only that process of several)."""
 
-    def __init__(self, step: int, marker: str, go: str = "", kill: bool = False):
-        self.step, self.marker, self.go, self.kill = step, Path(marker), Path(go), kill
+    def __init__(self, step: int, marker: str, go: str = "", kill: bool = False, rank: int | None = None):
+        self.step, self.marker, self.go, self.kill, self.rank = step, Path(marker), Path(go), kill, rank
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
-        if trainer.global_step != self.step:
+        if trainer.global_step != self.step or self.rank not in (None, trainer.global_rank):
             return
         if self.kill:
             os.kill(os.getpid(), signal.SIGKILL)
@@ -194,3 +195,26 @@ def test_a_full_disk_during_a_save_ends_the_run_in_one_line_and_keeps_the_previo
                       "unchanged)"], output[-3000:]
     assert torch.load(last, weights_only=False)["global_step"] == 4
     assert not last.with_name("last.ckpt.tmp").exists()  # a full disk is not filled further
+
+
+@pytest.mark.slow
+def test_a_lost_process_stops_the_other_in_one_line_and_the_run_resumes(tiny_bert_dir, small, tmp_path):
+    """Two processes (gloo); process 1 killed after step 4: process 0 stops at its next
+    collective (gloo sees the connection reset) instead of waiting, says so in one line
+    and names last.ckpt (of the validation at step 3), from which two processes finish."""
+    ddp = ["--trainer.accelerator", "cpu", "--trainer.devices", "2", "--trainer.strategy", "ddp",
+           "--trainer.enable_progress_bar", "false"]
+    process = _start(tiny_bert_dir, small, tmp_path / "lost", *ddp,
+                     "--trainer.callbacks+=tests.test_stop_and_resume.PauseAfter", "--trainer.callbacks.step=4",
+                     f"--trainer.callbacks.marker={tmp_path / 'unused'}", "--trainer.callbacks.kill=true",
+                     "--trainer.callbacks.rank=1")
+    output = process.communicate(timeout=180)[0]  # a process left waiting would end the test here
+    last = tmp_path / "lost" / "run" / "version_0" / "checkpoints" / "last.ckpt"
+    errors = [line for line in output.splitlines() if line.startswith("error: ")]
+    assert process.returncode == 1 and "Traceback" not in output, output[-3000:]
+    assert len(errors) == 1 and "another process of this run stopped or cannot be reached" in errors[0], output[-3000:]
+    assert f"last checkpoint (resume with --ckpt_path): {last}" in output
+    assert torch.load(last, weights_only=False)["global_step"] == 3
+    resumed = _start(tiny_bert_dir, small, tmp_path / "resumed", *ddp, "--ckpt_path", str(last))
+    output = resumed.communicate(timeout=180)[0]
+    assert resumed.returncode == 0 and "finished after 6 steps" in output, output[-3000:]
