@@ -19,14 +19,21 @@ from importlib.util import find_spec
 from pathlib import Path
 
 import torch
+from huggingface_hub.errors import HFValidationError
+from huggingface_hub.utils import validate_repo_id
 from lightning.pytorch.callbacks import EarlyStopping, LearningRateMonitor, ModelCheckpoint, ProgressBar
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
+from lightning.pytorch.plugins.io import CheckpointIO
+
+from objectives.conventions import ConfigurationError
 
 from parser.training.callbacks import LAST_CHECKPOINT_MINUTES, MODE, MONITOR, StepProgressBar, default_callbacks
 from parser.cli import run_reporting_errors
 from parser.data.datamodule import DependencyDataModule
 from parser.model import Parser
+from parser.network.pretrained import resolve_model_path
+from parser.training.checkpoint import AtomicCheckpointIO, check_readable
 
 CONFIGS = Path(__file__).resolve().parent / "configs"
 OBJECTIVE_CONFIGS = {
@@ -60,7 +67,7 @@ def expand_objective(argv: list[str]) -> list[str]:
     else:
         return argv
     if name not in OBJECTIVE_CONFIGS:
-        raise SystemExit(f"error: --objective must be one of {', '.join(OBJECTIVE_CONFIGS)}, not {name!r}")
+        raise ConfigurationError(f"--objective must be one of {', '.join(OBJECTIVE_CONFIGS)}, not {name!r}")
     command, rest = (rest[0], rest[1:]) if rest and rest[0] in SUBCOMMANDS else ("fit", rest)
     return [command, "--config", str(CONFIGS / OBJECTIVE_CONFIGS[name]), *rest]
 
@@ -94,12 +101,29 @@ class ParserCLI(LightningCLI):
         parser.exit_on_error = False  # a bad option value raises: parser.cli reports it in one line
         return parser
 
+    def before_instantiate_classes(self) -> None:
+        config = self.config.get(self.subcommand, self.config) if self.subcommand else self.config
+        check_encoder(config["model"]["encoder"])
+
+    def _parse_ckpt_path(self) -> None:
+        """Lightning reads the model's settings from ``--ckpt_path`` first: a file that is not
+        a whole checkpoint stops here, in one line."""
+        subcommand = self.config.get("subcommand")
+        path = self.config[subcommand].get("ckpt_path") if subcommand else None
+        if path and Path(path).is_file():
+            check_readable(path)
+        super()._parse_ckpt_path()
+
     def instantiate_trainer(self, **kwargs):
         """The trainer with the user's callbacks (``--trainer.callbacks``, YAML) and the
         defaults beside them: a default is added, never put in the place of a user's setting."""
         config = self._get(self.config_init, "trainer", default={})
         if config.get("logger") in (None, True) and "logger" not in kwargs:
             kwargs["logger"] = self._loggers(config) if self.subcommand in (None, "fit") else False
+        plugins = config.get("plugins") or []
+        plugins = plugins if isinstance(plugins, list) else [plugins]
+        if "plugins" not in kwargs and not any(isinstance(p, CheckpointIO) for p in plugins):
+            kwargs["plugins"] = [*plugins, AtomicCheckpointIO()]  # a kill or a full disk during a save loses nothing
         configured = config.get("callbacks") or []
         configured = configured if isinstance(configured, list) else [configured]
         callbacks = [
@@ -124,6 +148,17 @@ class ParserCLI(LightningCLI):
         name = run_name(config.get("config") or [])
         version = _next_version(root / name)
         return [CSVLogger(root, name=name, version=version), TensorBoardLogger(root, name=name, version=version, default_hp_metric=False)]
+
+
+def check_encoder(name: str) -> None:
+    """``--model.encoder`` is an offline name, a directory or a hub name: a path to nowhere
+    raises ``FileNotFoundError`` before anything is built."""
+    if Path(resolve_model_path(name)).expanduser().is_dir():
+        return
+    try:
+        validate_repo_id(name)
+    except HFValidationError:
+        raise FileNotFoundError(2, "no such encoder directory (nor an encoder name)", name) from None
 
 
 def _next_version(directory: Path) -> int:
@@ -165,6 +200,10 @@ if __name__ == "__main__":
     if "--debug" in sys.argv:  # tracebacks for user errors (parser.cli), not a LightningCLI option
         sys.argv.remove("--debug")
         os.environ["TREEEXP_DEBUG"] = "1"
-    sys.argv[1:] = expand_objective(sys.argv[1:])
     atexit.register(release_process_group)  # every process Lightning starts runs this block too
-    run_reporting_errors(main)
+
+    def expanded_main() -> LightningCLI:
+        sys.argv[1:] = expand_objective(sys.argv[1:])  # the processes Lightning starts rerun sys.argv
+        return main()
+
+    run_reporting_errors(expanded_main)

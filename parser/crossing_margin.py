@@ -23,7 +23,7 @@ import torch
 from parser.cli import run_reporting_errors
 from parser.data.sentences import Sentence, read_conllu
 from parser.data.vocab import universal_deprel
-from parser.decoding.decode import crossing_gaps, mst_labels
+from parser.decoding.decode import crossing_gaps, root_label, tree_labels
 from parser.evaluate import nonprojective_arcs
 from parser.model import Parser
 from parser.training.checkpoint import check_checkpoint_path
@@ -55,7 +55,8 @@ def _decode_both(parser: Parser, gold: list[Sentence], batch_size: int) -> list[
         scores = parser([s.words for s in chunk])
         lengths = torch.tensor([len(s.words) for s in chunk], device=scores.arcs.device)
         spanning, projective, gaps = crossing_gaps(scores.arcs, lengths, parser.decoding.multiroot)
-        trees = [(heads, mst_labels(scores.labels, heads, lengths)) for heads in (spanning, projective)]
+        root = root_label(parser.network.label_vocab.itos)
+        trees = [(heads, tree_labels(scores.labels, heads, lengths, root)) for heads in (spanning, projective)]
         for i, sentence in enumerate(chunk):
             n, correct = len(sentence.words), []
             gold_labels = [universal_deprel(d) for d in sentence.deprels]

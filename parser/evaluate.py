@@ -5,9 +5,11 @@ tokenisation: every syntactic word counts, punctuation included; DEPREL is compa
 its universal part (before ``:``); CLAS is the F1 over content words, i.e. gold words
 with a content gold DEPREL against system words with a content system DEPREL, a word
 being correct when HEAD and universal DEPREL match; UPOS is the share of words with the
-gold tag. Both files must hold valid trees over the same words.
+gold tag. Both files must hold valid trees over the same words; ``--validate`` first counts
+what UD's validator rejects in PRED: HEAD 0 without DEPREL ``root`` or the reverse, sentences
+without exactly one word on the root, cycles.
 
-    python -m parser.evaluate GOLD PRED [--nonprojective]
+    python -m parser.evaluate GOLD PRED [--nonprojective] [--validate]
 """
 
 from __future__ import annotations
@@ -17,9 +19,15 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import torch
+
+from objectives.arborescence import is_tree
+
 from parser.cli import run_reporting_errors
-from parser.data.sentences import ConlluError, Sentence, read_conllu
+from parser.data.sentences import ConlluError, Sentence, parse_record, read_conllu, records
 from parser.data.vocab import universal_deprel
+
+ROOT = "root"  # UD: DEPREL is root exactly where HEAD is 0
 
 # As in conll18_ud_eval.py: everything but the functional relations
 # (aux case cc clf cop det mark), punct and non-UD labels.
@@ -152,6 +160,33 @@ def crossings(gold_path: str | os.PathLike, pred_path: str | os.PathLike) -> Cro
     return Crossings(len(pairs), *counts)
 
 
+@dataclass(frozen=True)
+class Validity:
+    """What UD's validator rejects in a file's trees: counts of words and sentences."""
+
+    sentences: int
+    root_labels: int  # words whose HEAD is 0 and DEPREL not root, or DEPREL root and HEAD not 0
+    roots: int  # sentences without exactly one word on the root
+    cycles: int  # sentences in which some word's heads never lead to the root
+
+    def format(self) -> str:
+        return (f"UD validity of {self.sentences} sentences: {self.root_labels} words with HEAD 0 but not DEPREL "
+                f"root or the reverse, {self.roots} sentences without exactly one root, {self.cycles} with a cycle")
+
+
+def validity(path: str | os.PathLike) -> Validity:
+    """Count the trees of ``path`` (every HEAD an integer in range) that break UD's rules."""
+    sentences = root_labels = roots = cycles = 0
+    for record in records(path, text=False):
+        sentence = parse_record(path, record, text=False, trees=True)
+        sentences += 1
+        root_labels += sum((head == 0) != (universal_deprel(deprel) == ROOT)
+                           for head, deprel in zip(sentence.heads, sentence.deprels))
+        roots += sentence.heads.count(0) != 1
+        cycles += not bool(is_tree(torch.tensor([[0, *sentence.heads]]))[0])
+    return Validity(sentences, root_labels, roots, cycles)
+
+
 def format_table(results: dict[str, Score]) -> str:
     """The scores as a table like the official scorer's."""
     lines = ["Metric     | Precision |    Recall |  F1 Score",
@@ -168,8 +203,13 @@ def main(argv: list[str] | None = None) -> None:
     cli.add_argument("pred", help="predicted CoNLL-U file with the same words")
     cli.add_argument("--nonprojective", action="store_true",
                      help="also report non-projective tree shares (gold, predicted) and head accuracy on crossing arcs")
+    cli.add_argument("--validate", action="store_true",
+                     help="first count what UD's validator rejects in PRED (HEAD 0 without DEPREL root or the "
+                          "reverse, sentences without exactly one root, cycles)")
     cli.add_argument("--debug", action="store_true", help="show the full traceback of an error")
     args = cli.parse_args(argv)
+    if args.validate:
+        print(run_reporting_errors(lambda: validity(args.pred)).format())
     print(format_table(run_reporting_errors(lambda: scores(args.gold, args.pred))))
     if args.nonprojective:
         print(crossings(args.gold, args.pred).format())

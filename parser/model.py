@@ -16,7 +16,7 @@ from objectives.conventions import IGNORE_INDEX, ConfigurationError
 from objectives.objective import ObjectiveContext, Scores
 
 from parser.data.batch import Batch
-from parser.decoding.decode import Decoding
+from parser.decoding.decode import Decoding, root_label
 from parser.decoding.parsing import Parse, parse_batch, parse_words
 from parser.network import EncoderOptions, Heads, Network
 from parser.training import checkpoint as checkpoint_files
@@ -214,7 +214,7 @@ class Parser(LightningModule):
     # ----------------------------------------------------------------- evaluation
     def _evaluate(self, batch: Batch, metric: AttachmentScore, tag_accuracy: MulticlassAccuracy) -> None:
         scores = self(batch.words, batch.subwords, batch.treebanks)
-        heads, labels = self.decoding(scores.arcs, scores.labels, batch.lengths)
+        heads, labels = self.decoding(scores.arcs, scores.labels, batch.lengths, root_label(self.network.label_vocab.itos))
         metric.update(heads, labels, batch.heads, batch.labels, batch.lengths, metric.group_of(batch.treebanks))
         if scores.tags is not None:
             tag_accuracy.update(scores.tags.flatten(0, 1), self.network.tag_targets(batch.upos).flatten())

@@ -1,9 +1,13 @@
 """A fit stopped by SIGTERM or SIGINT writes last.ckpt at the end of its step and says
-where; one killed by SIGKILL leaves the last.ckpt of its timed saves. Either resumes
-(``--ckpt_path``) to the same parameters as the run that was never stopped, bit for bit."""
+where; one killed by SIGKILL leaves the last.ckpt of its timed saves, also when killed while
+writing the next one; a full disk during a save ends the run in one line and leaves the
+previous last.ckpt. Each resumes (``--ckpt_path``) to the same parameters as the run that
+was never stopped, bit for bit."""
 
 from __future__ import annotations
 
+import builtins
+import errno
 import os
 import signal
 import subprocess
@@ -23,13 +27,14 @@ STEPS = 6  # validation at steps 3 and 6
 
 class PauseAfter(Callback):
     """After training step ``step``: write ``marker`` and wait until the file ``go`` exists
-    (the test sends its signal in between), or with ``kill`` end the process by SIGKILL."""
+    (the test sends its signal in between), or with ``kill`` end the process by SIGKILL
+    (with ``rank``, only that process of several)."""
 
-    def __init__(self, step: int, marker: str, go: str = "", kill: bool = False):
-        self.step, self.marker, self.go, self.kill = step, Path(marker), Path(go), kill
+    def __init__(self, step: int, marker: str, go: str = "", kill: bool = False, rank: int | None = None):
+        self.step, self.marker, self.go, self.kill, self.rank = step, Path(marker), Path(go), kill, rank
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
-        if trainer.global_step != self.step:
+        if trainer.global_step != self.step or self.rank not in (None, trainer.global_rank):
             return
         if self.kill:
             os.kill(os.getpid(), signal.SIGKILL)
@@ -37,6 +42,50 @@ class PauseAfter(Callback):
         deadline = time.monotonic() + 120
         while not self.go.exists() and time.monotonic() < deadline:
             time.sleep(0.05)
+
+
+class FailCheckpointWrites(Callback):
+    """From training step ``step`` on, writing a checkpoint file fails after ``after_bytes``
+    bytes: with ``fault`` "kill" the process ends by SIGKILL, with "full" the write raises
+    ENOSPC as on a full disk."""
+
+    def __init__(self, step: int, fault: str = "kill", after_bytes: int = 100_000):
+        self.step, self.fault, self.after_bytes = step, fault, after_bytes
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        if trainer.global_step == self.step:
+            real_open = builtins.open
+
+            def failing_open(file, mode="r", *args, **kwargs):
+                opened = real_open(file, mode, *args, **kwargs)
+                return _FailingFile(opened, self) if "w" in mode and ".ckpt" in os.fspath(file) else opened
+
+            builtins.open = failing_open
+
+
+class _FailingFile:
+    def __init__(self, file, fault: FailCheckpointWrites):
+        self.file, self.fault, self.written = file, fault, 0
+
+    def write(self, data) -> int:
+        room = self.fault.after_bytes - self.written
+        if len(data) > room:
+            self.file.write(bytes(data)[:room])
+            self.file.flush()
+            if self.fault.fault == "kill":
+                os.kill(os.getpid(), signal.SIGKILL)
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        self.written += len(data)
+        return self.file.write(data)
+
+    def __getattr__(self, name):
+        return getattr(self.file, name)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.file.close()
 
 
 @pytest.fixture(scope="module")
@@ -113,3 +162,59 @@ def test_a_killed_run_resumes_exactly_from_its_last_timed_checkpoint(tiny_bert_d
     assert torch.load(last, weights_only=False)["global_step"] == 4
     resumed = _resume(tiny_bert_dir, small, tmp_path / "resumed", last)
     assert all(torch.equal(straight[k], resumed[k]) for k in straight), "the resumed run differs"
+
+
+
+def test_a_run_killed_while_writing_last_ckpt_keeps_the_previous_one(tiny_bert_dir, small, straight, tmp_path):
+    """SIGKILL in the middle of the save after step 5: last.ckpt is still the whole one of
+    step 4 (the new one was written beside it) and resumes exactly."""
+    root = tmp_path / "killed"
+    process = _start(tiny_bert_dir, small, root, "--last_checkpoint_minutes", "1e-9",
+                     "--trainer.callbacks+=tests.test_stop_and_resume.FailCheckpointWrites",
+                     "--trainer.callbacks.step=5", "--trainer.callbacks.fault=kill")
+    output = process.communicate(timeout=300)[0]
+    assert process.returncode == -signal.SIGKILL, output[-3000:]
+    last = root / "run" / "version_0" / "checkpoints" / "last.ckpt"
+    assert last.with_name("last.ckpt.tmp").stat().st_size == 100_000  # the kill came during the write
+    assert torch.load(last, weights_only=False)["global_step"] == 4
+    resumed = _resume(tiny_bert_dir, small, tmp_path / "resumed", last)
+    assert all(torch.equal(straight[k], resumed[k]) for k in straight), "the resumed run differs"
+
+
+def test_a_full_disk_during_a_save_ends_the_run_in_one_line_and_keeps_the_previous_checkpoint(
+        tiny_bert_dir, small, tmp_path):
+    root = tmp_path / "full"
+    process = _start(tiny_bert_dir, small, root, "--last_checkpoint_minutes", "1e-9",
+                     "--trainer.callbacks+=tests.test_stop_and_resume.FailCheckpointWrites",
+                     "--trainer.callbacks.step=5", "--trainer.callbacks.fault=full")
+    output = process.communicate(timeout=300)[0]
+    last = root / "run" / "version_0" / "checkpoints" / "last.ckpt"
+    errors = [line for line in output.splitlines() if line.startswith("error: ")]
+    assert process.returncode == 1 and "Traceback" not in output, output[-3000:]
+    assert errors == [f"error: {last}: No space left on device; the checkpoint was not written (any earlier one is "
+                      "unchanged)"], output[-3000:]
+    assert torch.load(last, weights_only=False)["global_step"] == 4
+    assert not last.with_name("last.ckpt.tmp").exists()  # a full disk is not filled further
+
+
+@pytest.mark.slow
+def test_a_lost_process_stops_the_other_in_one_line_and_the_run_resumes(tiny_bert_dir, small, tmp_path):
+    """Two processes (gloo); process 1 killed after step 4: process 0 stops at its next
+    collective (gloo sees the connection reset) instead of waiting, says so in one line
+    and names last.ckpt (of the validation at step 3), from which two processes finish."""
+    ddp = ["--trainer.accelerator", "cpu", "--trainer.devices", "2", "--trainer.strategy", "ddp",
+           "--trainer.enable_progress_bar", "false"]
+    process = _start(tiny_bert_dir, small, tmp_path / "lost", *ddp,
+                     "--trainer.callbacks+=tests.test_stop_and_resume.PauseAfter", "--trainer.callbacks.step=4",
+                     f"--trainer.callbacks.marker={tmp_path / 'unused'}", "--trainer.callbacks.kill=true",
+                     "--trainer.callbacks.rank=1")
+    output = process.communicate(timeout=180)[0]  # a process left waiting would end the test here
+    last = tmp_path / "lost" / "run" / "version_0" / "checkpoints" / "last.ckpt"
+    errors = [line for line in output.splitlines() if line.startswith("error: ")]
+    assert process.returncode == 1 and "Traceback" not in output, output[-3000:]
+    assert len(errors) == 1 and "another process of this run stopped or cannot be reached" in errors[0], output[-3000:]
+    assert f"last checkpoint (resume with --ckpt_path): {last}" in output
+    assert torch.load(last, weights_only=False)["global_step"] == 3
+    resumed = _start(tiny_bert_dir, small, tmp_path / "resumed", *ddp, "--ckpt_path", str(last))
+    output = resumed.communicate(timeout=180)[0]
+    assert resumed.returncode == 0 and "finished after 6 steps" in output, output[-3000:]

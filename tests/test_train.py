@@ -11,6 +11,7 @@ import torch
 import yaml
 
 import train
+from objectives.conventions import ConfigurationError
 from objectives.ge import Constraint
 from objectives.schedule import Schedule
 from parser.evaluate import evaluate
@@ -27,7 +28,7 @@ def test_objective_short_form_expands_to_its_config():
     anywhere = train.expand_objective(["--trainer.max_steps", "5", "--objective", "ge"])
     assert anywhere[:2] == ["fit", "--config"] and anywhere[3:] == ["--trainer.max_steps", "5"]
     assert train.expand_objective(["test", "--objective=ge", "--ckpt_path", "x"])[:2] == ["test", "--config"]
-    with pytest.raises(SystemExit, match="must be one of"):
+    with pytest.raises(ConfigurationError, match="must be one of"):  # one error line, exit 2 (tests/test_cli_errors.py)
         train.expand_objective(["--objective", "nope"])
 
 

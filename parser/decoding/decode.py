@@ -4,8 +4,8 @@
 decoder of `objectives.arborescence` (Chu-Liu-Edmonds in lockstep over the batch, on the
 scores' device; the single-root constraint and `-inf` arcs handled exactly), or with
 ``projective`` its best projective tree by Eisner's algorithm (`eisner`, numpy, per
-sentence). `mst_with_margin` chooses between the two by a crossing margin, `mst_labels`
-takes each chosen arc's best label. A NumPy Chu-Liu-Edmonds per sentence on the host (the
+sentence). `mst_with_margin` chooses between the two by a crossing margin, `tree_labels`
+takes each chosen arc's best label, `root` on the arcs from the root and there only. A NumPy Chu-Liu-Edmonds per sentence on the host (the
 earlier decoder) is the oracle of the tests (tests/parser/numpy_mst.py) and the baseline of
 `python -m benchmarks.decode`.
 """
@@ -20,9 +20,9 @@ from torch import Tensor
 
 from objectives.arborescence import best_labels as mst_labels
 from objectives.arborescence import maximum_arborescence, tree_scores
-from objectives.conventions import ConfigurationError, arc_mask
+from objectives.conventions import IGNORE_INDEX, ConfigurationError, arc_mask
 
-from parser.evaluate import nonprojective_arcs
+from parser.evaluate import ROOT, nonprojective_arcs
 
 
 def mst(scores: Tensor, lengths: Tensor, multiroot: bool = False, projective: bool = False) -> Tensor:
@@ -94,10 +94,33 @@ class Decoding:
             return mst_with_margin(arcs, lengths, self.crossing_margin, self.multiroot)
         return mst(arcs, lengths, self.multiroot, self.projective)
 
-    def __call__(self, arcs: Tensor, labels: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor]:
-        """The heads and the best label of each of their arcs (label scores ``(B, N+1, N+1, L)``)."""
+    def __call__(self, arcs: Tensor, labels: Tensor, lengths: Tensor, root: int | None = None) -> tuple[Tensor, Tensor]:
+        """The heads and the best label of each of their arcs (label scores ``(B, N+1, N+1, L)``;
+        ``root``: the index of the label ``root``, see :func:`tree_labels`)."""
         heads = self.heads(arcs, lengths)
-        return heads, mst_labels(labels, heads, lengths)
+        return heads, tree_labels(labels, heads, lengths, root)
+
+
+def root_label(labels: list[str]) -> int | None:
+    """The index of UD's label ``root`` in a label vocabulary, ``None`` where it has none."""
+    return labels.index(ROOT) if ROOT in labels else None
+
+
+def tree_labels(label_scores: Tensor, heads: Tensor, lengths: Tensor, root: int | None = None) -> Tensor:
+    """``(B, N+1)`` the best label of each arc of ``heads`` (``-100`` at 0 and on padding),
+    as :func:`mst_labels`; with ``root`` (the label's index), an arc from the root gets it
+    and any other arc its best label but it, as UD requires of HEAD 0 and DEPREL ``root``."""
+    labels = mst_labels(label_scores, heads, lengths)
+    if root is None:
+        return labels
+    from_root = (heads == 0) & (labels != IGNORE_INDEX)
+    labels = labels.masked_fill(from_root, root)
+    wrong = ~from_root & (labels == root)
+    rows = wrong.any(1)
+    if rows.any():  # their next best label: the scores copied for these sentences only
+        others = label_scores[rows].index_fill(-1, torch.tensor([root], device=label_scores.device), float("-inf"))
+        labels[rows] = torch.where(wrong[rows], mst_labels(others, heads[rows], lengths[rows]), labels[rows])
+    return labels
 
 
 def mst_with_margin(scores: Tensor, lengths: Tensor, margin: float, multiroot: bool = False) -> Tensor:

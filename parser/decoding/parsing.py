@@ -13,7 +13,7 @@ from objectives.mtt import marginals as arc_marginals
 
 from parser.data.batch import Batch, collate
 from parser.data.sentences import Sentence
-from parser.decoding.decode import Decoding
+from parser.decoding.decode import Decoding, root_label
 from parser.network import Network
 
 
@@ -33,7 +33,7 @@ def parse_batch(network: Network, decoding: Decoding, batch: Batch, marginals: b
     """Each sentence of ``batch`` parsed by ``decoding`` (arc marginals on request)."""
     scores = network(batch.words, batch.subwords, batch.treebanks)
     lengths = batch.lengths.to(scores.arcs.device)
-    heads, labels = decoding(scores.arcs, scores.labels, lengths)
+    heads, labels = decoding(scores.arcs, scores.labels, lengths, root_label(network.label_vocab.itos))
     mu = arc_marginals(scores.arcs, lengths, decoding.multiroot) if marginals else None
     tags = None if scores.tags is None else network.best_tags(scores.tags).tolist()
     label_names, tag_names = network.label_vocab.itos, network.upos_vocab.itos

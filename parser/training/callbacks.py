@@ -181,6 +181,8 @@ class LastCheckpoint(ModelCheckpoint):
     def on_exception(self, trainer: Trainer, pl_module: LightningModule, exception: BaseException) -> None:
         super().on_exception(trainer, pl_module, exception)
         self._restore_handlers()
+        if self.last_model_path and not isinstance(exception, SystemExit):  # what a failed run leaves to resume from
+            print(f"last checkpoint (resume with --ckpt_path): {self.last_model_path}", file=sys.stderr, flush=True)
 
     def _restore_handlers(self) -> None:
         for signum, handler in self._previous_handlers.items():

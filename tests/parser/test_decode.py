@@ -10,7 +10,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from parser.decoding.decode import eisner, mst, mst_labels
+from parser.decoding.decode import eisner, mst, mst_labels, tree_labels
 from tests.parser.numpy_mst import chu_liu_edmonds, numpy_mst
 from parser.evaluate import nonprojective_arcs
 
@@ -359,6 +359,25 @@ def test_mst_labels():
     for b, n in enumerate(lengths.tolist()):
         for m in range(1, n + 1):
             assert labels[b, m] == label_scores[b, heads[b, m], m].argmax()
+
+
+@pytest.mark.parametrize("multiroot", [False, True])
+def test_tree_labels_give_root_to_the_arcs_from_the_root_only(multiroot):
+    """Label scores that prefer ``root`` (label 0) everywhere: it lands on the root's arcs
+    and nowhere else, where each word gets its next best label; without ``root`` given,
+    each arc's best label."""
+    rng = np.random.default_rng(7)
+    label_scores = torch.from_numpy(rng.normal(size=(3, 7, 7, 5)))
+    label_scores[..., 0] += 10.0
+    lengths = torch.tensor([6, 3, 1])
+    heads = mst(torch.from_numpy(rng.normal(size=(3, 7, 7))), lengths, multiroot)
+    assert torch.equal(tree_labels(label_scores, heads, lengths), mst_labels(label_scores, heads, lengths))
+    labels = tree_labels(label_scores, heads, lengths, root=0)
+    for b, n in enumerate(lengths.tolist()):
+        for m in range(1, n + 1):
+            expected = 0 if heads[b, m] == 0 else 1 + label_scores[b, heads[b, m], m, 1:].argmax()
+            assert labels[b, m] == expected
+        assert labels[b, n + 1 :].eq(-100).all() and labels[b, 0] == -100
 
 
 def _projective_trees(n: int, single_root: bool):

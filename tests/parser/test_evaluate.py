@@ -2,7 +2,7 @@ from pathlib import Path
 
 import pytest
 
-from parser.evaluate import crossings, evaluate, main, nonprojective_arcs, scores
+from parser.evaluate import Validity, crossings, evaluate, main, nonprojective_arcs, scores, validity
 from parser.data.sentences import read_conllu
 
 MWT = Path(__file__).parent / "fixtures" / "mwt_empty.conllu"
@@ -83,3 +83,17 @@ def test_crossings_report(tmp_path):
     report = crossings(gold, pred)
     assert (report.sentences, report.gold_trees, report.predicted_trees) == (1, 1, 0)
     assert (report.gold_arcs, report.predicted_arcs, report.gold_arcs_found) == (1, 0, 0)
+
+
+def test_validity_counts_what_ud_rejects(tmp_path, capsys):
+    """HEAD 0 with another DEPREL and root elsewhere, two roots, a cycle: counted, not refused."""
+    path = tmp_path / "pred.conllu"
+    sentences = [[(2, "nsubj"), (0, "root"), (2, "obj")],  # valid
+                 [(2, "nsubj"), (0, "nsubj"), (2, "root")],  # 2 words against the root rule
+                 [(0, "root"), (0, "root"), (2, "obj")],  # two roots
+                 [(3, "nsubj"), (0, "root"), (1, "obj")]]  # 1 -> 3 -> 1
+    path.write_text("".join(write(tmp_path / "one.conllu", arcs, ["a", "b", "c"]).read_text() for arcs in sentences))
+    assert validity(path) == Validity(sentences=4, root_labels=2, roots=1, cycles=1)
+    with pytest.raises(SystemExit):  # the scores need trees; the counts come first
+        main([str(path), str(path), "--validate"])
+    assert "2 words with HEAD 0 but not DEPREL root or the reverse" in capsys.readouterr().out

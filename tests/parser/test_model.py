@@ -20,7 +20,7 @@ from objectives.tagging import TagLikelihood
 from parser.data.batch import collate
 from parser.crossing_margin import best, sweep
 from parser.data.datamodule import DependencyDataModule
-from parser.evaluate import evaluate, nonprojective_arcs
+from parser.evaluate import Validity, evaluate, nonprojective_arcs, validity
 from parser.decoding.decode import Decoding
 from parser.model import Parser
 from parser.network import EncoderOptions, Heads
@@ -463,3 +463,14 @@ def test_character_vectors_and_word_dropout_train_save_and_load(tiny_bert_dir, s
     with torch.no_grad():
         torch.testing.assert_close(loaded(words).arcs, model(words).arcs)
     assert loaded.network.encoder.hidden_size == 16 and loaded.network.encoder.word_dropout == 0.2
+
+
+def test_an_untrained_parser_writes_trees_that_ud_accepts(tiny_bert_dir, small_treebank, tmp_path):
+    """Random label scores still give HEAD 0 the label root and no other word (parse and
+    predict decode alike); one root per sentence, no cycle."""
+    torch.manual_seed(0)
+    sentences = read_conllu(small_treebank)
+    parser = tiny_parser(tiny_bert_dir, labels=sorted({d for s in sentences for d in s.deprels}))
+    saved = parser.save(tmp_path / "untrained")
+    predict(str(saved), str(small_treebank), str(tmp_path / "out.conllu"))
+    assert validity(tmp_path / "out.conllu") == Validity(sentences=len(sentences), root_labels=0, roots=0, cycles=0)
