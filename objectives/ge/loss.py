@@ -1,0 +1,351 @@
+"""The GE losses: :class:`GeneralizedExpectation` (each constraint's rate against its target)
+and :class:`RuleCoverage` (the share of words some rule covers against a threshold), each a
+penalty of batch statistics.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Literal
+
+import torch
+import torch.distributed as dist
+from torch import Tensor
+
+from .._common import full_precision
+from ..conventions import UPOS_TAGS, ConfigurationError
+from ..distribution import TreeCRF
+from ..mtt import no_autocast
+from ..objective import Objective, ObjectiveContext, Scores, TreeBatch
+from .compiled import TENSOR_FIELDS, CompiledConstraints, compile_constraints
+from .counts import MIN_COUNT, arc_weights, gold_counts, label_groups, rates, statistics, tag_distributions
+from .families import resolve_constraints
+from .rules import Constraint, overlap
+
+__all__ = ["GeneralizedExpectation", "RuleCoverage"]
+
+_EPS = 1e-6  # rates and targets are clamped to [eps, 1 - eps] inside the Bernoulli KL
+log = logging.getLogger(__name__)
+NO_UPOS = (
+    "GeneralizedExpectation needs UPOS tags, but the batch has none (all padding or unknown): "
+    "train it on tagged unlabeled text (CoNLL-U with a UPOS column)"
+)
+
+
+class GeneralizedExpectation(Objective):
+    """GE penalty pulling the model's attachment rates ``p_k`` towards the constraints' targets.
+
+    The model's rate of a constraint is the expected number of arcs firing it in the batch
+    over the number of its ``child`` words in it, ``p_k = E[sum_e f_k(e)] / #child_k``, an
+    estimate of ``p(parent | child)``; constraints on a label weight each arc by the label's
+    probability under the label scorer, ``p(l | h -> m)``, so GE trains the labels too. Tags
+    may be soft: ``batch.upos`` holds tag ids or tag probabilities (a tagger's output), and the
+    counts are then expected counts.
+
+    ``squared``: ``sum_k (p_k - t_k)^2``; ``kl``: ``sum_k KL(Bernoulli(t_k) || Bernoulli(p_k))``
+    with ``p_k`` and ``t_k`` clamped to ``[1e-6, 1 - 1e-6]``; ``one_sided``:
+    ``sum_k max(0, t_k - p_k)^2``, a target read as a lower bound (the rules of Naseem et al.
+    2010 say how often an attachment should at least occur, in the spirit of posterior
+    regularisation): 0 while every rate reaches its target. With ``tolerance`` z > 0 a rate
+    within z standard errors of its target costs nothing (squared, one-sided): the gap
+    ``p_k - t_k`` is shrunk by ``z sqrt(t_k (1 - t_k) / n_k)``, the binomial standard error of a
+    rate measured on the batch's ``n_k`` child words, so that a batch is not pushed to match the
+    corpus-wide rate where it differs from it by sampling noise alone (the slack of posterior
+    regularisation's box constraints, Ganchev et al. 2010). Constraints whose child tag does not
+    occur in the batch, or that have no target, are masked out (no host sync). With
+    ``weighting="count"`` each term is multiplied by ``n_k / mean(n)``, the batch count of its
+    child tag over the mean count of the constraints kept: a rate measured on few words of a
+    small batch has variance O(1/n_k), so weighting by n_k is inverse-variance weighting, and
+    the mean keeps the penalty's scale that of ``"uniform"``.
+
+    Gradient routes (equal up to rounding): ``"reverse"`` differentiates through the T1
+    expectation (autograd, O(N^3)). ``"t2"`` computes the rates without a graph and gives
+    the arc scores the gradient ``Cov(r, 1_e)`` with ``r = sum_k dPenalty/dp_k f_k / #child_k``
+    (R = 1, the covariance view of Druck & Smith 2009: one closed-form marginal VJP in the
+    direction ``r``), from the same factorisation. Both compute in the scores' dtype (float32
+    or float64) around the engine's float64 factorisation.
+
+    Targets from a teacher (``targets_from="teacher"``): each batch's targets are the
+    teacher's own expected rates on that batch, ``E_teacher[sum_e f_k(e)] / #child_k``
+    (its arc marginals with the same tags), so the student matches the teacher's attachment
+    statistics on the unlabeled text rather than rates measured on a labeled sample of
+    other text; a constraint set's rule targets are then not used.
+
+    :meth:`setup` gives the tree set, the UPOS vocabulary of ``batch.upos`` (constraint tags
+    are checked against it) and the labeled sample (``targets_from="labeled"``).
+    Distributed training: the batch counts (expected arcs per constraint,
+    child words per tag) are summed over the processes of :attr:`process_group` (``None``:
+    the default group when ``torch.distributed`` runs with more than one process) before
+    the penalty, so every process gets the penalty of the whole global batch. The all-reduce
+    is differentiable; its backward sums the (equal) gradients of all processes, so each
+    process's score gradient is ``world_size`` times the single-process gradient of the
+    global-batch penalty w.r.t. its own scores, and DDP's averaging over processes gives
+    parameter gradients equal to those of one process on the global batch.
+
+    Args:
+        constraints: :class:`~objectives.ge.rules.Constraint` objects (or their fields as
+            dicts), the path of a YAML rules file, ``"tag_pairs"``, ``"distances"``, ``"labels"``
+            (:mod:`objectives.ge.families`), or a list mixing them.
+        penalty: ``"squared"``, ``"kl"`` or ``"one_sided"``.
+        gradient: ``"reverse"`` or ``"t2"``.
+        targets_from: ``"rules"`` (the constraints' own targets), ``"labeled"``: estimated
+            by :meth:`fit_targets` from the gold trees of the labeled training sentences
+            (in :meth:`setup`, when training starts), or ``"teacher"``: the teacher's
+            expected rates on each batch (the term then needs a teacher); rule targets are
+            then ignored.
+        min_count: with ``"labeled"``, a constraint whose child tag has fewer words than
+            this in the labeled sample is left out (default :data:`~objectives.ge.counts.MIN_COUNT`).
+        weighting: ``"uniform"`` (every constraint alike) or ``"count"`` (by child tag count).
+        tolerance: the half-width of the penalty-free band around each target, in standard
+            errors of the batch rate (0: none); with ``"squared"`` or ``"one_sided"``.
+    """
+
+    needs_upos = True
+
+    def __init__(
+        self,
+        constraints: Sequence[Constraint | dict | str] | str | Path,
+        penalty: Literal["squared", "kl", "one_sided"] = "squared",
+        gradient: Literal["reverse", "t2"] = "reverse",
+        targets_from: Literal["rules", "labeled", "teacher"] = "rules",
+        min_count: int = MIN_COUNT,
+        weighting: Literal["uniform", "count"] = "uniform",
+        tolerance: float = 0.0,
+    ) -> None:
+        super().__init__()
+        self.constraints = resolve_constraints(constraints)
+        if not self.constraints:
+            raise ConfigurationError("GeneralizedExpectation needs at least one constraint")
+        if targets_from not in ("rules", "labeled", "teacher"):
+            raise ConfigurationError(f"targets_from must be 'rules', 'labeled' or 'teacher', got {targets_from!r}")
+        if penalty not in ("squared", "kl", "one_sided"):
+            raise ConfigurationError(f"penalty must be 'squared', 'kl' or 'one_sided', got {penalty!r}")
+        if gradient not in ("reverse", "t2"):
+            raise ConfigurationError(f"gradient must be 'reverse' or 't2', got {gradient!r}")
+        if weighting not in ("uniform", "count"):
+            raise ConfigurationError(f"weighting must be 'uniform' or 'count', got {weighting!r}")
+        if not tolerance >= 0:
+            raise ConfigurationError(f"tolerance must be >= 0 standard errors, got {tolerance}")
+        if tolerance and penalty == "kl":
+            raise ConfigurationError("tolerance applies to the 'squared' and 'one_sided' penalties, not 'kl'")
+        self.penalty = penalty
+        self.weighting = weighting
+        self.gradient = gradient
+        self.targets_from = targets_from
+        self.needs_teacher = targets_from == "teacher"
+        self.min_count = min_count
+        self.tolerance = tolerance
+        self.num_tags = 0
+        self.process_group = None
+        # NaN: no target yet (estimated by fit_targets) or too few words to estimate one
+        rule_targets = [c.target if targets_from == "rules" and c.target is not None else torch.nan for c in self.constraints]
+        self.register_buffer("targets", torch.tensor(rule_targets), persistent=False)
+        for name in (*(f"ids_{field}" for field in TENSOR_FIELDS), "tagged_ids"):
+            self.register_buffer(name, None, persistent=False)
+        self._class_layout: tuple = ()  # CompiledConstraints's host fields
+        self._upos_checked = False
+        self._check_targets()
+
+    def _has_targets(self) -> bool:
+        """Whether the penalty has targets to read (a host sync: checked once)."""
+        return self.targets_from == "teacher" or not bool(self.targets.isnan().all())
+
+    def _check_targets(self) -> None:
+        """Rule targets must be given (the other sources estimate them)."""
+        if self.targets_from == "rules" and any(c.target is None for c in self.constraints):
+            raise ConfigurationError("constraints without a target need targets_from='labeled' or 'teacher'")
+
+    def setup(self, context: ObjectiveContext) -> None:
+        """Take the tree set and the UPOS vocabulary (index -> tag) of ``batch.upos``; with ``targets_from="labeled"`` and a labeled sample (``fit``),
+        estimate the targets from its gold trees."""
+        super().setup(context)
+        device = self.targets.device
+        ids = compile_constraints(self.constraints, context.tags, device, context.labels)
+        for field in TENSOR_FIELDS:
+            setattr(self, f"ids_{field}", getattr(ids, field))
+        self._class_layout = ids[len(TENSOR_FIELDS):]
+        tagged = [i for i, tag in enumerate(context.tags) if tag in UPOS_TAGS]
+        self.tagged_ids = torch.tensor(tagged, dtype=torch.long, device=device)
+        self.num_tags = len(context.tags)
+        if self.targets_from == "labeled" and context.stage == "fit":
+            if context.labeled_batches is None:
+                raise ConfigurationError("GE with targets_from='labeled' estimates its targets from labeled sentences, but none were given")
+            targets = self.fit_targets(context.labeled_batches())
+            log.info("GE targets from the labeled sample: %d of %d constraints kept", int(targets.isfinite().sum()), len(targets))
+
+    def _ids(self) -> CompiledConstraints:
+        if self.ids_parent is None:
+            raise RuntimeError("GeneralizedExpectation has no UPOS vocabulary: call setup() with the model's context")
+        return CompiledConstraints(*(getattr(self, f"ids_{field}") for field in TENSOR_FIELDS), *self._class_layout)
+
+    def fit_targets(self, batches: Iterable[TreeBatch]) -> Tensor:
+        """Set the targets to the constraints' rates in the gold trees of ``batches`` (a
+        labeled sample, in batches to bound memory); returns them, ``(K,)`` float64, NaN for
+        the constraints left out (see ``min_count``)."""
+        ids = self._ids()
+        fires = counts = 0
+        for batch in batches:
+            ids = ids.to(batch.heads.device)  # the sample may be on another device
+            batch_fires, batch_counts = gold_counts(ids, batch.heads, batch.upos, batch.lengths, self.num_tags,
+                                                    getattr(batch, "labels", None))
+            fires, counts = fires + batch_fires, counts + batch_counts
+        targets = rates(torch.as_tensor(fires), torch.as_tensor(counts), self.min_count)
+        if targets.isnan().all():
+            raise ConfigurationError(f"no constraint's child tag has {self.min_count} or more words in the labeled sample")
+        self.targets = targets.to(self.targets)
+        return targets
+
+    def forward(self, scores: Scores, batch: TreeBatch, teacher: Scores | None = None, step: int = 0) -> Tensor:
+        """Scalar penalty for ``scores.arcs`` ``(B, N+1, N+1)`` (and ``scores.labels``
+        ``(B, N+1, N+1, L)`` for constraints on labels) and ``batch.upos`` (``(B, N+1)`` ids or
+        ``(B, N+1, T)`` probabilities)."""
+        ids = self._ids()
+        if batch.upos is None:
+            raise ConfigurationError(NO_UPOS)
+        arcs = full_precision(scores.arcs)
+        crf = TreeCRF(arcs, batch.lengths, self.multiroot, validate_args=False)
+        with no_autocast(arcs.device):
+            tags = tag_distributions(batch.upos, batch.lengths, self.num_tags, arcs.dtype)
+            labels = self._label_groups(ids, scores, arcs.dtype)
+            self._check_tags(tags)
+            group = self._group()
+            targets = self.targets if not self.needs_teacher else self._teacher_rates(ids, teacher, batch, tags, group)
+            if self.gradient == "reverse":
+                return self._loss(self._sum(group, statistics(ids, crf.marginals, tags, labels)), targets)
+            stats = statistics(ids, crf.marginals.detach(), tags, None if labels is None else labels.detach())
+            if group is not None:
+                dist.all_reduce(stats, group=group)
+            with torch.enable_grad():  # the slope dPenalty/dE: autograd over K numbers
+                expected = stats[: len(ids.child)].detach().requires_grad_()
+                value = self._loss(torch.cat([expected, stats[len(ids.child) :]]), targets)
+                (slope,) = torch.autograd.grad(value, expected)
+            r = arc_weights(ids, slope, tags, labels)  # (B, N+1, N+1): sum_k dPenalty/dE_k f_k
+            scale = 1 if group is None else dist.get_world_size(group)  # as the reverse route (see above)
+            # the penalty's value, with the gradient of scale * E[r]: scale * Cov(r, 1_e) for the
+            # arcs, and scale * mu * dr/dlabels for the label scores (r is linear in them)
+            surrogate = scale * crf.expectation(r.detach().unsqueeze(-1)).sum()
+            if labels is not None:
+                surrogate = surrogate + scale * (crf.marginals.detach() * r).sum()
+            return value.detach() + (surrogate - surrogate.detach())
+
+    def _label_groups(self, ids: CompiledConstraints, scores: Scores, dtype: torch.dtype) -> Tensor | None:
+        """The probability that each arc has a label of each constraint label ``(B, N+1, N+1, G)``,
+        from ``scores.labels``; None when no constraint has a label."""
+        if not len(ids.groups):
+            return None
+        if scores.labels is None:
+            raise ConfigurationError("constraints on labels need the parser's label scores: the scores have none")
+        return label_groups(ids, full_precision(scores.labels).to(dtype).softmax(-1))
+
+    def _teacher_rates(self, ids: CompiledConstraints, teacher: Scores | None, batch: TreeBatch, tags: Tensor, group) -> Tensor:
+        """The teacher's expected rate of each constraint on this batch ``(K,)`` (NaN where
+        the child tag does not occur), summed over ``group`` like the student's."""
+        if teacher is None:
+            raise ValueError("GeneralizedExpectation with targets_from='teacher' needs the teacher's scores")
+        with torch.no_grad():
+            mu = TreeCRF(full_precision(teacher.arcs).to(tags.dtype), batch.lengths, self.multiroot,
+                         validate_args=False).marginals
+            stats = statistics(ids, mu, tags, self._label_groups(ids, teacher, tags.dtype))
+            if group is not None:
+                dist.all_reduce(stats, group=group)
+        k = len(ids.child)
+        return rates(stats[:k], stats[k : 2 * k], 1)
+
+    def _group(self):
+        """The process group to sum batch counts over, or None for one process."""
+        if self.process_group is not None:
+            return self.process_group
+        if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+            return dist.group.WORLD
+        return None
+
+    @staticmethod
+    def _sum(group, stats: Tensor) -> Tensor:
+        """``stats`` summed over the processes of ``group`` (differentiably), or as given."""
+        if group is None:
+            return stats
+        from torch.distributed.nn.functional import all_reduce
+
+        return all_reduce(stats, group=group)
+
+    def _loss(self, stats: Tensor, targets: Tensor) -> Tensor:
+        """The penalty from the batch statistics of
+        :func:`~objectives.ge.counts.statistics` ``(2K + 1,)`` and the targets ``(K,)``."""
+        k = len(self.constraints)
+        expected, counts = stats[:k], stats[k : 2 * k]
+        valid = (counts > 0) & targets.isfinite()
+        counts_kept = torch.where(valid, counts, 1.0)
+        return self._penalty(expected / counts_kept, self._weights(counts, valid), targets, counts_kept)
+
+    def _weights(self, counts: Tensor, valid: Tensor) -> Tensor:
+        """Each constraint's weight ``(K,)`` from its child tag's batch count ``(K,)``; 0 where not ``valid``."""
+        if self.weighting == "uniform":
+            return valid.to(counts.dtype)
+        kept = torch.where(valid, counts, 0.0)
+        return kept / (kept.sum() / valid.sum().clamp_min(1)).clamp_min(1)
+
+    def _penalty(self, rates: Tensor, weights: Tensor, targets: Tensor, counts: Tensor) -> Tensor:
+        """Distance of the rates ``(K,)`` to the ``targets`` ``(K,)``, weighted by ``weights`` ``(K,)``
+        (0: masked out); ``counts`` ``(K,)``: the words each rate was measured on (> 0)."""
+        targets = targets.to(rates.dtype).nan_to_num(0.5)  # masked out below; no NaN gradient
+        gap = rates - targets
+        if self.tolerance:  # no cost within `tolerance` standard errors of the batch rate
+            band = self.tolerance * (targets * (1 - targets) / counts).sqrt()
+            gap = gap.sign() * (gap.abs() - band).clamp_min(0.0)
+        if self.penalty == "squared":
+            terms = gap**2
+        elif self.penalty == "one_sided":
+            terms = (-gap).clamp_min(0.0) ** 2
+        else:  # both clamped, so that a rate equal to a target of 0 or 1 costs exactly 0
+            rates, targets = rates.clamp(_EPS, 1 - _EPS), targets.clamp(_EPS, 1 - _EPS)
+            terms = targets * (targets / rates).log() + (1 - targets) * ((1 - targets) / (1 - rates)).log()
+        return torch.where(weights > 0, weights * terms, 0.0).sum()
+
+    def _check_tags(self, tags: Tensor) -> None:
+        """Raise when the batch is untagged or there are no targets (checked on the first
+        batch only: a host sync)."""
+        if not self._upos_checked:
+            if not bool(tags[..., self.tagged_ids].sum() > 0):
+                raise ConfigurationError(NO_UPOS)
+            if not self._has_targets():
+                raise RuntimeError("GeneralizedExpectation has no targets: call fit_targets() on a labeled sample")
+            self._upos_checked = True
+
+
+class RuleCoverage(GeneralizedExpectation):
+    """The constraints as one rule set (Naseem et al. 2010): the expected share of the
+    batch's words whose arc fires some rule, ``E[sum_k sum_e f_k(e)] / #words``, is pulled
+    to ``coverage`` (``one_sided``: up to it, only while below). The rules' own targets are
+    not used; the rules must not overlap (each covered arc counts once). Statistics,
+    gradient routes and distributed sums are :class:`GeneralizedExpectation`'s.
+
+    Args:
+        constraints: as for :class:`GeneralizedExpectation` (targets not needed).
+        coverage: the share in (0, 1] (0.61 for the shipped rules: the mean of their gold
+            coverage on five UD dev sets, ``python -m benchmarks.ge_targets``).
+        penalty, gradient: as for :class:`GeneralizedExpectation`.
+    """
+
+    def __init__(self, constraints: Sequence[Constraint | dict | str] | str | Path, coverage: float,
+                 penalty: Literal["squared", "kl", "one_sided"] = "one_sided",
+                 gradient: Literal["reverse", "t2"] = "reverse") -> None:
+        if not 0 < coverage <= 1:
+            raise ConfigurationError(f"coverage must lie in (0, 1], got {coverage}")
+        self.coverage = coverage
+        super().__init__(constraints, penalty, gradient, targets_from="rules")
+
+    def _check_targets(self) -> None:
+        if any(overlap(a, b) for i, a in enumerate(self.constraints) for b in self.constraints[i + 1 :]):
+            raise ConfigurationError("coverage counts each covered arc once: the constraints must not overlap")
+
+    def _has_targets(self) -> bool:
+        return True  # the coverage is the target
+
+    def _loss(self, stats: Tensor, targets: Tensor) -> Tensor:
+        """The penalty of the share of the batch's words whose arc some rule covers."""
+        k = len(self.constraints)
+        words = stats[2 * k].clamp_min(1).reshape(1)
+        share = stats[:k].sum() / words
+        return self._penalty(share, share.new_ones(1), share.new_full((1,), self.coverage), words)
