@@ -10,6 +10,7 @@ target. One module per concept:
   ``"distances"``, ``"labels"``), whose targets are estimated from a labeled sample.
 - :mod:`~objectives.ge.compiled`: constraints -> tensors (tag ids, arc classes, masks).
 - :mod:`~objectives.ge.counts`: expected and gold counts, rates, :func:`estimate_targets`.
+- :mod:`~objectives.ge.penalties`: the small objects the loss takes (squared, one-sided, Bernoulli KL).
 - :mod:`~objectives.ge.loss`: :class:`GeneralizedExpectation` and :class:`RuleCoverage`.
 """
 
@@ -25,10 +26,11 @@ from .families import (
     tag_pair_constraints,
 )
 from .loss import GeneralizedExpectation, RuleCoverage
+from .penalties import PENALTIES, BernoulliKL, OneSided, Penalty, Squared
 from .rules import ANY, ROOT, Constraint, load_constraints
 
 __all__ = [
     "ROOT", "ANY", "TAG_PAIRS", "DISTANCES", "DISTANCE_BUCKETS", "LABELS", "FAMILIES", "MIN_COUNT", "Constraint",
     "load_constraints", "tag_pair_constraints", "distance_constraints", "label_constraints", "estimate_targets",
-    "GeneralizedExpectation", "RuleCoverage",
+    "GeneralizedExpectation", "RuleCoverage", "Penalty", "Squared", "OneSided", "BernoulliKL", "PENALTIES",
 ]  # fmt: skip

@@ -1,6 +1,6 @@
 """The GE losses: :class:`GeneralizedExpectation` (each constraint's rate against its target)
-and :class:`RuleCoverage` (the share of words some rule covers against a threshold), each a
-penalty of batch statistics.
+and :class:`RuleCoverage` (the share of words some rule covers against a threshold), each
+a :class:`~objectives.ge.penalties.Penalty` of batch statistics.
 """
 
 from __future__ import annotations
@@ -22,11 +22,11 @@ from ..objective import Objective, ObjectiveContext, Scores, TreeBatch
 from .compiled import TENSOR_FIELDS, CompiledConstraints, compile_constraints
 from .counts import MIN_COUNT, arc_weights, gold_counts, label_groups, rates, statistics, tag_distributions
 from .families import resolve_constraints
+from .penalties import Penalty, as_penalty
 from .rules import Constraint, overlap
 
 __all__ = ["GeneralizedExpectation", "RuleCoverage"]
 
-_EPS = 1e-6  # rates and targets are clamped to [eps, 1 - eps] inside the Bernoulli KL
 log = logging.getLogger(__name__)
 NO_UPOS = (
     "GeneralizedExpectation needs UPOS tags, but the batch has none (all padding or unknown): "
@@ -42,19 +42,12 @@ class GeneralizedExpectation(Objective):
     estimate of ``p(parent | child)``; constraints on a label weight each arc by the label's
     probability under the label scorer, ``p(l | h -> m)``, so GE trains the labels too. Tags
     may be soft: ``batch.upos`` holds tag ids or tag probabilities (a tagger's output), and the
-    counts are then expected counts.
+    counts are then expected counts. The loss is ``sum_k w_k penalty(p_k, t_k)``.
 
-    ``squared``: ``sum_k (p_k - t_k)^2``; ``kl``: ``sum_k KL(Bernoulli(t_k) || Bernoulli(p_k))``
-    with ``p_k`` and ``t_k`` clamped to ``[1e-6, 1 - 1e-6]``; ``one_sided``:
-    ``sum_k max(0, t_k - p_k)^2``, a target read as a lower bound (the rules of Naseem et al.
-    2010 say how often an attachment should at least occur, in the spirit of posterior
-    regularisation): 0 while every rate reaches its target. With ``tolerance`` z > 0 a rate
-    within z standard errors of its target costs nothing (squared, one-sided): the gap
-    ``p_k - t_k`` is shrunk by ``z sqrt(t_k (1 - t_k) / n_k)``, the binomial standard error of a
-    rate measured on the batch's ``n_k`` child words, so that a batch is not pushed to match the
-    corpus-wide rate where it differs from it by sampling noise alone (the slack of posterior
-    regularisation's box constraints, Ganchev et al. 2010). Constraints whose child tag does not
-    occur in the batch, or that have no target, are masked out (no host sync). With
+    ``penalty``: ``"squared"`` (:class:`~objectives.ge.penalties.Squared`), ``"kl"``
+    (:class:`~objectives.ge.penalties.BernoulliKL`), ``"one_sided"``
+    (:class:`~objectives.ge.penalties.OneSided`), or a Penalty object. Constraints whose child
+    tag does not occur in the batch, or that have no target, are masked out (no host sync). With
     ``weighting="count"`` each term is multiplied by ``n_k / mean(n)``, the batch count of its
     child tag over the mean count of the constraints kept: a rate measured on few words of a
     small batch has variance O(1/n_k), so weighting by n_k is inverse-variance weighting, and
@@ -88,7 +81,7 @@ class GeneralizedExpectation(Objective):
         constraints: :class:`~objectives.ge.rules.Constraint` objects (or their fields as
             dicts), the path of a YAML rules file, ``"tag_pairs"``, ``"distances"``, ``"labels"``
             (:mod:`objectives.ge.families`), or a list mixing them.
-        penalty: ``"squared"``, ``"kl"`` or ``"one_sided"``.
+        penalty: ``"squared"``, ``"kl"``, ``"one_sided"`` or a Penalty.
         gradient: ``"reverse"`` or ``"t2"``.
         targets_from: ``"rules"`` (the constraints' own targets), ``"labeled"``: estimated
             by :meth:`fit_targets` from the gold trees of the labeled training sentences
@@ -100,6 +93,8 @@ class GeneralizedExpectation(Objective):
         weighting: ``"uniform"`` (every constraint alike) or ``"count"`` (by child tag count).
         tolerance: the half-width of the penalty-free band around each target, in standard
             errors of the batch rate (0: none); with ``"squared"`` or ``"one_sided"``.
+
+    ``penalty`` keeps what was configured; the object it names is :attr:`penalize`.
     """
 
     needs_upos = True
@@ -107,7 +102,7 @@ class GeneralizedExpectation(Objective):
     def __init__(
         self,
         constraints: Sequence[Constraint | dict | str] | str | Path,
-        penalty: Literal["squared", "kl", "one_sided"] = "squared",
+        penalty: Literal["squared", "kl", "one_sided"] | Penalty = "squared",
         gradient: Literal["reverse", "t2"] = "reverse",
         targets_from: Literal["rules", "labeled", "teacher"] = "rules",
         min_count: int = MIN_COUNT,
@@ -120,23 +115,17 @@ class GeneralizedExpectation(Objective):
             raise ConfigurationError("GeneralizedExpectation needs at least one constraint")
         if targets_from not in ("rules", "labeled", "teacher"):
             raise ConfigurationError(f"targets_from must be 'rules', 'labeled' or 'teacher', got {targets_from!r}")
-        if penalty not in ("squared", "kl", "one_sided"):
-            raise ConfigurationError(f"penalty must be 'squared', 'kl' or 'one_sided', got {penalty!r}")
+        self.penalize = as_penalty(penalty, tolerance)
         if gradient not in ("reverse", "t2"):
             raise ConfigurationError(f"gradient must be 'reverse' or 't2', got {gradient!r}")
         if weighting not in ("uniform", "count"):
             raise ConfigurationError(f"weighting must be 'uniform' or 'count', got {weighting!r}")
-        if not tolerance >= 0:
-            raise ConfigurationError(f"tolerance must be >= 0 standard errors, got {tolerance}")
-        if tolerance and penalty == "kl":
-            raise ConfigurationError("tolerance applies to the 'squared' and 'one_sided' penalties, not 'kl'")
         self.penalty = penalty
         self.weighting = weighting
         self.gradient = gradient
         self.targets_from = targets_from
         self.needs_teacher = targets_from == "teacher"
         self.min_count = min_count
-        self.tolerance = tolerance
         self.num_tags = 0
         self.process_group = None
         # NaN: no target yet (estimated by fit_targets) or too few words to estimate one
@@ -287,21 +276,10 @@ class GeneralizedExpectation(Objective):
         return kept / (kept.sum() / valid.sum().clamp_min(1)).clamp_min(1)
 
     def _penalty(self, rates: Tensor, weights: Tensor, targets: Tensor, counts: Tensor) -> Tensor:
-        """Distance of the rates ``(K,)`` to the ``targets`` ``(K,)``, weighted by ``weights`` ``(K,)``
-        (0: masked out); ``counts`` ``(K,)``: the words each rate was measured on (> 0)."""
+        """``sum_k weights_k penalty(rates_k, targets_k)``: all ``(K,)``, ``weights`` 0 where masked
+        out; ``counts``: the words each rate was measured on (> 0)."""
         targets = targets.to(rates.dtype).nan_to_num(0.5)  # masked out below; no NaN gradient
-        gap = rates - targets
-        if self.tolerance:  # no cost within `tolerance` standard errors of the batch rate
-            band = self.tolerance * (targets * (1 - targets) / counts).sqrt()
-            gap = gap.sign() * (gap.abs() - band).clamp_min(0.0)
-        if self.penalty == "squared":
-            terms = gap**2
-        elif self.penalty == "one_sided":
-            terms = (-gap).clamp_min(0.0) ** 2
-        else:  # both clamped, so that a rate equal to a target of 0 or 1 costs exactly 0
-            rates, targets = rates.clamp(_EPS, 1 - _EPS), targets.clamp(_EPS, 1 - _EPS)
-            terms = targets * (targets / rates).log() + (1 - targets) * ((1 - targets) / (1 - rates)).log()
-        return torch.where(weights > 0, weights * terms, 0.0).sum()
+        return torch.where(weights > 0, weights * self.penalize(rates, targets, counts), 0.0).sum()
 
     def _check_tags(self, tags: Tensor) -> None:
         """Raise when the batch is untagged or there are no targets (checked on the first
@@ -329,7 +307,7 @@ class RuleCoverage(GeneralizedExpectation):
     """
 
     def __init__(self, constraints: Sequence[Constraint | dict | str] | str | Path, coverage: float,
-                 penalty: Literal["squared", "kl", "one_sided"] = "one_sided",
+                 penalty: Literal["squared", "kl", "one_sided"] | Penalty = "one_sided",
                  gradient: Literal["reverse", "t2"] = "reverse") -> None:
         if not 0 < coverage <= 1:
             raise ConfigurationError(f"coverage must lie in (0, 1], got {coverage}")

@@ -9,9 +9,13 @@ from objectives.conventions import UPOS_TAGS
 from objectives.ge import (
     MIN_COUNT,
     DISTANCE_BUCKETS,
+    BernoulliKL,
     Constraint,
     GeneralizedExpectation,
+    OneSided,
+    Penalty,
     RuleCoverage,
+    Squared,
     distance_constraints,
     estimate_targets,
     label_constraints,
@@ -533,6 +537,42 @@ def test_tolerance_needs_a_penalty_with_a_band():
         GeneralizedExpectation(CONSTRAINTS, "kl", tolerance=1.0)
     with pytest.raises(ValueError, match="tolerance must be"):
         GeneralizedExpectation(CONSTRAINTS, tolerance=-1.0)
+    with pytest.raises(ValueError, match="tolerance must be"):
+        OneSided(-1.0)
+    with pytest.raises(ValueError, match="carries its own"):
+        GeneralizedExpectation(CONSTRAINTS, Squared(), tolerance=1.0)
+
+
+class Halved(Penalty):
+    """A penalty of one's own: half the squared gap."""
+
+    def __call__(self, rates, targets, counts):
+        return (rates - targets) ** 2 / 2
+
+
+@pytest.mark.parametrize(
+    "names, objects",
+    [
+        ({"penalty": "squared", "tolerance": 0.5}, {"penalty": Squared(0.5)}),
+        ({"penalty": "one_sided", "tolerance": 0.5}, {"penalty": OneSided(0.5)}),
+        ({"penalty": "kl"}, {"penalty": BernoulliKL()}),
+    ],
+)
+def test_penalty_objects_are_their_names(names, objects):
+    """A config's short names and the objects they map to give the same loss; the objects
+    are what the loss calls, the names what was configured."""
+    scores, batch = make_batch(LENGTHS)
+    teacher = make_batch(LENGTHS, seed=1)[0]
+    named, built = (ready(GeneralizedExpectation(CONSTRAINTS, **options)) for options in (names, objects))
+    assert named.penalize == built.penalize and named.penalty == names["penalty"]
+    assert torch.equal(named(scores, batch, teacher), built(scores, batch, teacher))
+
+
+def test_a_penalty_of_ones_own():
+    """Any Penalty plugs in: a halved squared penalty is half the squared one."""
+    scores, batch = make_batch(LENGTHS)
+    squared = ready(GeneralizedExpectation(CONSTRAINTS))(scores, batch)
+    torch.testing.assert_close(ready(GeneralizedExpectation(CONSTRAINTS, Halved()))(scores, batch), squared / 2)
 
 
 def brute_coverage(scores, batch, constraints, multiroot=False):
