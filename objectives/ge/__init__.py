@@ -10,7 +10,8 @@ target. One module per concept:
   ``"distances"``, ``"labels"``), whose targets are estimated from a labeled sample.
 - :mod:`~objectives.ge.compiled`: constraints -> tensors (tag ids, arc classes, masks).
 - :mod:`~objectives.ge.counts`: expected and gold counts, rates, :func:`estimate_targets`.
-- :mod:`~objectives.ge.penalties`: the small objects the loss takes (squared, one-sided, Bernoulli KL).
+- :mod:`~objectives.ge.penalties` (squared, one-sided, Bernoulli KL) and
+  :mod:`~objectives.ge.targets` (rules, labeled sample, teacher): the small objects the loss takes.
 - :mod:`~objectives.ge.loss`: :class:`GeneralizedExpectation` and :class:`RuleCoverage`.
 """
 
@@ -28,9 +29,11 @@ from .families import (
 from .loss import GeneralizedExpectation, RuleCoverage
 from .penalties import PENALTIES, BernoulliKL, OneSided, Penalty, Squared
 from .rules import ANY, ROOT, Constraint, load_constraints
+from .targets import TARGET_SOURCES, LabeledTargets, RuleTargets, TargetSource, TeacherTargets
 
 __all__ = [
     "ROOT", "ANY", "TAG_PAIRS", "DISTANCES", "DISTANCE_BUCKETS", "LABELS", "FAMILIES", "MIN_COUNT", "Constraint",
     "load_constraints", "tag_pair_constraints", "distance_constraints", "label_constraints", "estimate_targets",
-    "GeneralizedExpectation", "RuleCoverage", "Penalty", "Squared", "OneSided", "BernoulliKL", "PENALTIES",
+    "GeneralizedExpectation", "RuleCoverage", "Penalty", "Squared", "OneSided", "BernoulliKL",
+    "PENALTIES", "TargetSource", "RuleTargets", "LabeledTargets", "TeacherTargets", "TARGET_SOURCES",
 ]  # fmt: skip

@@ -1,11 +1,11 @@
 """The GE losses: :class:`GeneralizedExpectation` (each constraint's rate against its target)
 and :class:`RuleCoverage` (the share of words some rule covers against a threshold), each
-a :class:`~objectives.ge.penalties.Penalty` of batch statistics.
+a :class:`~objectives.ge.penalties.Penalty` of batch statistics; GE's targets come from a
+:class:`~objectives.ge.targets.TargetSource`.
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Literal
@@ -24,10 +24,10 @@ from .counts import MIN_COUNT, arc_weights, gold_counts, label_groups, rates, st
 from .families import resolve_constraints
 from .penalties import Penalty, as_penalty
 from .rules import Constraint, overlap
+from .targets import NoTargets, TargetSource, as_target_source
 
 __all__ = ["GeneralizedExpectation", "RuleCoverage"]
 
-log = logging.getLogger(__name__)
 NO_UPOS = (
     "GeneralizedExpectation needs UPOS tags, but the batch has none (all padding or unknown): "
     "train it on tagged unlabeled text (CoNLL-U with a UPOS column)"
@@ -60,12 +60,6 @@ class GeneralizedExpectation(Objective):
     direction ``r``), from the same factorisation. Both compute in the scores' dtype (float32
     or float64) around the engine's float64 factorisation.
 
-    Targets from a teacher (``targets_from="teacher"``): each batch's targets are the
-    teacher's own expected rates on that batch, ``E_teacher[sum_e f_k(e)] / #child_k``
-    (its arc marginals with the same tags), so the student matches the teacher's attachment
-    statistics on the unlabeled text rather than rates measured on a labeled sample of
-    other text; a constraint set's rule targets are then not used.
-
     :meth:`setup` gives the tree set, the UPOS vocabulary of ``batch.upos`` (constraint tags
     are checked against it) and the labeled sample (``targets_from="labeled"``).
     Distributed training: the batch counts (expected arcs per constraint,
@@ -85,16 +79,17 @@ class GeneralizedExpectation(Objective):
         gradient: ``"reverse"`` or ``"t2"``.
         targets_from: ``"rules"`` (the constraints' own targets), ``"labeled"``: estimated
             by :meth:`fit_targets` from the gold trees of the labeled training sentences
-            (in :meth:`setup`, when training starts), or ``"teacher"``: the teacher's
-            expected rates on each batch (the term then needs a teacher); rule targets are
-            then ignored.
-        min_count: with ``"labeled"``, a constraint whose child tag has fewer words than
-            this in the labeled sample is left out (default :data:`~objectives.ge.counts.MIN_COUNT`).
+            (in :meth:`setup`, when training starts), ``"teacher"``: the teacher's expected
+            rates on each batch (the term then needs a teacher; rule targets are then
+            ignored), or a TargetSource (:mod:`objectives.ge.targets`).
+        min_count: :meth:`fit_targets` leaves out a constraint whose child tag has fewer words
+            than this in the labeled sample (default :data:`~objectives.ge.counts.MIN_COUNT`).
         weighting: ``"uniform"`` (every constraint alike) or ``"count"`` (by child tag count).
         tolerance: the half-width of the penalty-free band around each target, in standard
             errors of the batch rate (0: none); with ``"squared"`` or ``"one_sided"``.
 
-    ``penalty`` keeps what was configured; the object it names is :attr:`penalize`.
+    ``penalty`` and ``targets_from`` keep what was configured; the objects they name are
+    :attr:`penalize` and :attr:`source`.
     """
 
     needs_upos = True
@@ -104,7 +99,7 @@ class GeneralizedExpectation(Objective):
         constraints: Sequence[Constraint | dict | str] | str | Path,
         penalty: Literal["squared", "kl", "one_sided"] | Penalty = "squared",
         gradient: Literal["reverse", "t2"] = "reverse",
-        targets_from: Literal["rules", "labeled", "teacher"] = "rules",
+        targets_from: Literal["rules", "labeled", "teacher"] | TargetSource = "rules",
         min_count: int = MIN_COUNT,
         weighting: Literal["uniform", "count"] = "uniform",
         tolerance: float = 0.0,
@@ -113,8 +108,7 @@ class GeneralizedExpectation(Objective):
         self.constraints = resolve_constraints(constraints)
         if not self.constraints:
             raise ConfigurationError("GeneralizedExpectation needs at least one constraint")
-        if targets_from not in ("rules", "labeled", "teacher"):
-            raise ConfigurationError(f"targets_from must be 'rules', 'labeled' or 'teacher', got {targets_from!r}")
+        self.source = as_target_source(targets_from)
         self.penalize = as_penalty(penalty, tolerance)
         if gradient not in ("reverse", "t2"):
             raise ConfigurationError(f"gradient must be 'reverse' or 't2', got {gradient!r}")
@@ -124,31 +118,20 @@ class GeneralizedExpectation(Objective):
         self.weighting = weighting
         self.gradient = gradient
         self.targets_from = targets_from
-        self.needs_teacher = targets_from == "teacher"
+        self.needs_teacher = self.source.needs_teacher
         self.min_count = min_count
         self.num_tags = 0
         self.process_group = None
         # NaN: no target yet (estimated by fit_targets) or too few words to estimate one
-        rule_targets = [c.target if targets_from == "rules" and c.target is not None else torch.nan for c in self.constraints]
-        self.register_buffer("targets", torch.tensor(rule_targets), persistent=False)
+        self.register_buffer("targets", torch.tensor(self.source.initial(self.constraints)), persistent=False)
         for name in (*(f"ids_{field}" for field in TENSOR_FIELDS), "tagged_ids"):
             self.register_buffer(name, None, persistent=False)
         self._class_layout: tuple = ()  # CompiledConstraints's host fields
         self._upos_checked = False
-        self._check_targets()
-
-    def _has_targets(self) -> bool:
-        """Whether the penalty has targets to read (a host sync: checked once)."""
-        return self.targets_from == "teacher" or not bool(self.targets.isnan().all())
-
-    def _check_targets(self) -> None:
-        """Rule targets must be given (the other sources estimate them)."""
-        if self.targets_from == "rules" and any(c.target is None for c in self.constraints):
-            raise ConfigurationError("constraints without a target need targets_from='labeled' or 'teacher'")
 
     def setup(self, context: ObjectiveContext) -> None:
-        """Take the tree set and the UPOS vocabulary (index -> tag) of ``batch.upos``; with ``targets_from="labeled"`` and a labeled sample (``fit``),
-        estimate the targets from its gold trees."""
+        """Take the tree set and the UPOS vocabulary (index -> tag) of ``batch.upos``; then the
+        target source's setup (``"labeled"``: the targets of the labeled sample's gold trees)."""
         super().setup(context)
         device = self.targets.device
         ids = compile_constraints(self.constraints, context.tags, device, context.labels)
@@ -158,11 +141,7 @@ class GeneralizedExpectation(Objective):
         tagged = [i for i, tag in enumerate(context.tags) if tag in UPOS_TAGS]
         self.tagged_ids = torch.tensor(tagged, dtype=torch.long, device=device)
         self.num_tags = len(context.tags)
-        if self.targets_from == "labeled" and context.stage == "fit":
-            if context.labeled_batches is None:
-                raise ConfigurationError("GE with targets_from='labeled' estimates its targets from labeled sentences, but none were given")
-            targets = self.fit_targets(context.labeled_batches())
-            log.info("GE targets from the labeled sample: %d of %d constraints kept", int(targets.isfinite().sum()), len(targets))
+        self.source.setup(self, context)
 
     def _ids(self) -> CompiledConstraints:
         if self.ids_parent is None:
@@ -200,7 +179,7 @@ class GeneralizedExpectation(Objective):
             labels = self._label_groups(ids, scores, arcs.dtype)
             self._check_tags(tags)
             group = self._group()
-            targets = self.targets if not self.needs_teacher else self._teacher_rates(ids, teacher, batch, tags, group)
+            targets = self.source(self.targets, teacher, lambda other: self._rates_of(ids, other, batch, tags, group))
             if self.gradient == "reverse":
                 return self._loss(self._sum(group, statistics(ids, crf.marginals, tags, labels)), targets)
             stats = statistics(ids, crf.marginals.detach(), tags, None if labels is None else labels.detach())
@@ -228,15 +207,14 @@ class GeneralizedExpectation(Objective):
             raise ConfigurationError("constraints on labels need the parser's label scores: the scores have none")
         return label_groups(ids, full_precision(scores.labels).to(dtype).softmax(-1))
 
-    def _teacher_rates(self, ids: CompiledConstraints, teacher: Scores | None, batch: TreeBatch, tags: Tensor, group) -> Tensor:
-        """The teacher's expected rate of each constraint on this batch ``(K,)`` (NaN where
-        the child tag does not occur), summed over ``group`` like the student's."""
-        if teacher is None:
-            raise ValueError("GeneralizedExpectation with targets_from='teacher' needs the teacher's scores")
+    def _rates_of(self, ids: CompiledConstraints, other: Scores, batch: TreeBatch, tags: Tensor, group) -> Tensor:
+        """The expected rate of each constraint under ``other`` scores (a teacher's) on this
+        batch ``(K,)`` (NaN where the child tag does not occur), summed over ``group`` like the
+        student's; no graph."""
         with torch.no_grad():
-            mu = TreeCRF(full_precision(teacher.arcs).to(tags.dtype), batch.lengths, self.multiroot,
+            mu = TreeCRF(full_precision(other.arcs).to(tags.dtype), batch.lengths, self.multiroot,
                          validate_args=False).marginals
-            stats = statistics(ids, mu, tags, self._label_groups(ids, teacher, tags.dtype))
+            stats = statistics(ids, mu, tags, self._label_groups(ids, other, tags.dtype))
             if group is not None:
                 dist.all_reduce(stats, group=group)
         k = len(ids.child)
@@ -287,7 +265,7 @@ class GeneralizedExpectation(Objective):
         if not self._upos_checked:
             if not bool(tags[..., self.tagged_ids].sum() > 0):
                 raise ConfigurationError(NO_UPOS)
-            if not self._has_targets():
+            if not self.source.ready(self.targets):
                 raise RuntimeError("GeneralizedExpectation has no targets: call fit_targets() on a labeled sample")
             self._upos_checked = True
 
@@ -312,14 +290,9 @@ class RuleCoverage(GeneralizedExpectation):
         if not 0 < coverage <= 1:
             raise ConfigurationError(f"coverage must lie in (0, 1], got {coverage}")
         self.coverage = coverage
-        super().__init__(constraints, penalty, gradient, targets_from="rules")
-
-    def _check_targets(self) -> None:
+        super().__init__(constraints, penalty, gradient, targets_from=NoTargets())
         if any(overlap(a, b) for i, a in enumerate(self.constraints) for b in self.constraints[i + 1 :]):
             raise ConfigurationError("coverage counts each covered arc once: the constraints must not overlap")
-
-    def _has_targets(self) -> bool:
-        return True  # the coverage is the target
 
     def _loss(self, stats: Tensor, targets: Tensor) -> Tensor:
         """The penalty of the share of the batch's words whose arc some rule covers."""
