@@ -9,9 +9,16 @@ from objectives.conventions import UPOS_TAGS
 from objectives.ge import (
     MIN_COUNT,
     DISTANCE_BUCKETS,
+    BernoulliKL,
     Constraint,
     GeneralizedExpectation,
+    LabeledTargets,
+    OneSided,
+    Penalty,
     RuleCoverage,
+    Squared,
+    TargetSource,
+    TeacherTargets,
     distance_constraints,
     estimate_targets,
     label_constraints,
@@ -533,6 +540,53 @@ def test_tolerance_needs_a_penalty_with_a_band():
         GeneralizedExpectation(CONSTRAINTS, "kl", tolerance=1.0)
     with pytest.raises(ValueError, match="tolerance must be"):
         GeneralizedExpectation(CONSTRAINTS, tolerance=-1.0)
+    with pytest.raises(ValueError, match="tolerance must be"):
+        OneSided(-1.0)
+    with pytest.raises(ValueError, match="carries its own"):
+        GeneralizedExpectation(CONSTRAINTS, Squared(), tolerance=1.0)
+
+
+class Halved(Penalty):
+    """A penalty of one's own: half the squared gap."""
+
+    def __call__(self, rates, targets, counts):
+        return (rates - targets) ** 2 / 2
+
+
+@pytest.mark.parametrize(
+    "names, objects",
+    [
+        ({"penalty": "squared", "tolerance": 0.5}, {"penalty": Squared(0.5)}),
+        ({"penalty": "one_sided", "tolerance": 0.5}, {"penalty": OneSided(0.5)}),
+        ({"penalty": "kl", "targets_from": "teacher"}, {"penalty": BernoulliKL(), "targets_from": TeacherTargets()}),
+    ],
+)
+def test_penalty_and_target_source_objects_are_their_names(names, objects):
+    """A config's short names and the objects they map to give the same loss; the objects
+    are what the loss calls, the names what was configured."""
+    scores, batch = make_batch(LENGTHS)
+    teacher = make_batch(LENGTHS, seed=1)[0]
+    named, built = (ready(GeneralizedExpectation(CONSTRAINTS, **options)) for options in (names, objects))
+    assert named.penalize == built.penalize and type(named.source) is type(built.source)
+    assert named.penalty == names["penalty"]
+    assert torch.equal(named(scores, batch, teacher), built(scores, batch, teacher))
+
+
+def test_a_penalty_and_a_target_source_of_ones_own():
+    """Any Penalty and TargetSource plug in: a halved squared penalty is half the squared one;
+    a source that reads the constraints' targets doubled gives those targets."""
+
+    class Doubled(TargetSource):
+        def initial(self, constraints):
+            return [min(2 * c.target, 1.0) for c in constraints]
+
+    scores, batch = make_batch(LENGTHS)
+    squared = ready(GeneralizedExpectation(CONSTRAINTS))(scores, batch)
+    torch.testing.assert_close(ready(GeneralizedExpectation(CONSTRAINTS, Halved()))(scores, batch), squared / 2)
+    doubled = [Constraint(c.parent, c.child, min(2 * c.target, 1.0), c.direction) for c in CONSTRAINTS]
+    torch.testing.assert_close(ready(GeneralizedExpectation(CONSTRAINTS, targets_from=Doubled()))(scores, batch),
+                               ready(GeneralizedExpectation(doubled))(scores, batch))
+    assert isinstance(GeneralizedExpectation(CONSTRAINTS, targets_from="labeled").source, LabeledTargets)
 
 
 def brute_coverage(scores, batch, constraints, multiroot=False):
@@ -585,7 +639,7 @@ def test_coverage_needs_rules_that_do_not_overlap():
         RuleCoverage(rules[:1], 1.5)
     loose = RuleCoverage(rules[:1], 0.5)  # no targets, none to estimate
     loose.setup(ObjectiveContext(stage="fit", multiroot=False, tags=UPOS_VOCAB, labeled_batches=None))
-    assert loose.targets_from == "rules" and not loose.needs_teacher
+    assert not loose.needs_teacher
 
 
 @pytest.mark.parametrize("multiroot", [False, True])
