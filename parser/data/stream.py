@@ -138,6 +138,8 @@ class SentenceStream(IterableDataset):
                     yield source, record
             except ConlluError as error:
                 yield source, error
+            except OSError as error:  # removed or unreadable since the run started
+                yield source, ConlluError(f"{source.path}: cannot be read ({error.strerror or error})")
 
     def _buffers(self, shard: int, shards: int) -> Iterator[tuple[list[tuple[int, Sentence]], int, int]]:
         """(this shard's ``(k, sentence)`` pairs, malformed lines among them, k after the last)
