@@ -25,11 +25,13 @@ from lightning.pytorch.callbacks import EarlyStopping, LearningRateMonitor, Mode
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
 from lightning.pytorch.plugins.io import CheckpointIO
+from lightning.pytorch.utilities import rank_zero_info
 
 from objectives.conventions import ConfigurationError
 
 from parser.training.callbacks import LAST_CHECKPOINT_MINUTES, MODE, MONITOR, StepProgressBar, default_callbacks
 from parser.cli import run_reporting_errors
+from parser.training.precision import resolve_precision
 from parser.data.datamodule import DependencyDataModule
 from parser.model import Parser
 from parser.network.pretrained import resolve_model_path
@@ -93,6 +95,12 @@ class ParserCLI(LightningCLI):
                  "receives SIGTERM or SIGINT, and at the end of a training step once this many minutes have "
                  "passed since the last one (0: only at validations and signals)",
         )
+        parser.add_argument(
+            "--precision_auto", type=bool, default=False,
+            help="choose --trainer.precision when the run starts: bf16-mixed where the processor does bf16 "
+                 "arithmetic (a CPU with AVX512-BF16 or AMX, a GPU that has it), 32-true elsewhere (bf16 "
+                 "emulated on a CPU without them is several times slower); the run's first lines say which",
+        )
         # the CLI's default recipe (the model names no objective): tree likelihood on labeled batches
         parser.set_defaults({"model.terms": [{"objective": {"class_path": "objectives.Likelihood"}}]})
 
@@ -104,6 +112,11 @@ class ParserCLI(LightningCLI):
     def before_instantiate_classes(self) -> None:
         config = self.config.get(self.subcommand, self.config) if self.subcommand else self.config
         check_encoder(config["model"]["encoder"])
+        if config.get("precision_auto"):
+            accelerator = str(config["trainer"].get("accelerator") or "auto")
+            device = "cuda" if accelerator in ("gpu", "cuda") or (accelerator == "auto" and torch.cuda.is_available()) else "cpu"
+            config["trainer"]["precision"], line = resolve_precision("auto", device)
+            rank_zero_info(line)
 
     def _parse_ckpt_path(self) -> None:
         """Lightning reads the model's settings from ``--ckpt_path`` first: a file that is not

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import sys
 import time
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from parser.data.sentences import read_sentences, write_conllu
 from parser.decoding.decode import Decoding
 from parser.model import Parser
 from parser.training.checkpoint import check_checkpoint_path
+from parser.training.precision import resolve_precision
 
 
 class ConlluWriter(BasePredictionWriter):
@@ -72,7 +74,8 @@ def predict(checkpoint: str, source: str, target: str, batch_size: int = 32, dev
     (Eisner) or spanning tree; ``crossing_margin``: a spanning tree only where it beats the
     best projective one by that margin (both override the checkpoint's setting).
     ``precision``: ``bf16-mixed`` runs the encoder under bfloat16 autocast (faster where
-    the processor has bf16 arithmetic: AVX512-BF16 or AMX CPUs, recent GPUs). The
+    the processor has bf16 arithmetic: AVX512-BF16 or AMX CPUs, recent GPUs); ``auto``
+    decides by the processor (:mod:`parser.training.precision`). The
     checkpoint's kind, the whole input and the output's folder are checked before the
     model loads, so bad input fails in a moment, not after loading. ``treebank``: the
     input's treebank, for a parser with treebank vectors (default: the input file's folder,
@@ -86,6 +89,9 @@ def predict(checkpoint: str, source: str, target: str, batch_size: int = 32, dev
     parser = Parser.load(checkpoint, map_location=device)
     if projective is not None or crossing_margin is not None:
         parser.decoding = dataclasses.replace(parser.decoding, projective=bool(projective), crossing_margin=crossing_margin)
+    precision, line = resolve_precision(precision, torch.device(device).type)
+    if line:
+        print(line, file=sys.stderr)
     dtype = AUTOCAST[precision]
     start = time.perf_counter()
     with torch.autocast(torch.device(device).type, dtype=dtype, enabled=dtype is not None):
@@ -114,8 +120,9 @@ def main(argv: list[str] | None = None) -> None:
     cli.add_argument("--crossing-margin", type=float, default=None,
                      help="a sentence's best spanning tree only where it outscores its best projective tree by "
                           "more than this (choose it on dev: python -m parser.crossing_margin)")
-    cli.add_argument("--precision", choices=list(AUTOCAST), default="32-true",
-                     help="bf16-mixed: the encoder under bfloat16 autocast, as --trainer.precision in training")
+    cli.add_argument("--precision", choices=[*AUTOCAST, "auto"], default="32-true",
+                     help="bf16-mixed: the encoder under bfloat16 autocast, as --trainer.precision in training; "
+                          "auto: bf16-mixed where the processor does bf16 arithmetic, else 32-true (said on stderr)")
     cli.add_argument("--treebank", default=None,
                      help="the input's treebank, for a parser with treebank vectors (default: the input's folder)")
     cli.add_argument("--debug", action="store_true", help="show the full traceback of an error")
