@@ -54,6 +54,8 @@ LOG_EVERY_N_STEPS = 10  # Lightning logs every 50 by default: too rare for the 4
 # LOG_EVERY_N_STEPS (6 batches of 100 labeled sentences) are logged all the same: its
 # warning that they would not be is wrong here.
 warnings.filterwarnings("ignore", message=r"The number of training batches .* is smaller than the logging interval")
+# `treeexp train` hands LightningCLI the arguments after its command word; the rest of sys.argv is no mistake
+warnings.filterwarnings("ignore", message="LightningCLI's args parameter is intended to run from within Python")
 
 
 def expand_objective(argv: list[str]) -> list[str]:
@@ -209,14 +211,20 @@ def main(argv: list[str] | None = None, run: bool = True) -> LightningCLI:
     )
 
 
-if __name__ == "__main__":
+def command_line(first: int = 1) -> None:
+    """``python train.py ...`` (or ``treeexp train ...``: ``sys.argv[first:]`` are the arguments);
+    every process Lightning starts reruns ``sys.argv``, so they are expanded there."""
     if "--debug" in sys.argv:  # tracebacks for user errors (parser.cli), not a LightningCLI option
         sys.argv.remove("--debug")
         os.environ["TREEEXP_DEBUG"] = "1"
-    atexit.register(release_process_group)  # every process Lightning starts runs this block too
+    atexit.register(release_process_group)  # every process Lightning starts runs this too
 
     def expanded_main() -> LightningCLI:
-        sys.argv[1:] = expand_objective(sys.argv[1:])  # the processes Lightning starts rerun sys.argv
-        return main()
+        sys.argv[first:] = expand_objective(sys.argv[first:])
+        return main(None if first == 1 else sys.argv[first:])
 
     run_reporting_errors(expanded_main)
+
+
+if __name__ == "__main__":
+    command_line()

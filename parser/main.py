@@ -1,0 +1,43 @@
+"""``treeexp COMMAND [ARGS]``: every tool of the project behind one command (installed by
+``pip install``), as SuPar and hopsparser ship theirs; ``treeexp COMMAND --help`` for each."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+COMMANDS = {  # name: (module, what it does)
+    "train": ("train", "train, validate, test or predict with a config (python train.py)"),
+    "pipeline": ("parser.pipeline", "a recipe of several training runs as one command"),
+    "parse": ("parser.predict", "parse a CoNLL-U or plain-text file with a saved parser"),
+    "evaluate": ("parser.evaluate", "score a parsed file against the gold one (CoNLL 2018 definitions)"),
+    "show": ("parser.show", "draw a parsed sentence and its arc marginals"),
+    "plot": ("parser.plot", "plot a run's training curves"),
+    "adapt": ("parser.adapt", "adapt the encoder to raw text (masked language modelling)"),
+    "margin": ("parser.crossing_margin", "choose the crossing margin of decoding on dev"),
+    "fetch": ("parser.fetch", "download a UD treebank"),
+}
+
+
+def usage() -> str:
+    width = max(map(len, COMMANDS))
+    return "usage: treeexp COMMAND [ARGS]\n\n" + "\n".join(f"  {name:<{width}}  {what}" for name, (_, what) in COMMANDS.items())
+
+
+def main() -> None:
+    if len(sys.argv) < 2 or sys.argv[1] in ("-h", "--help"):
+        print(usage())
+        return
+    name = sys.argv[1]
+    if name not in COMMANDS:
+        print(f"error: no command {name!r}; the commands: {', '.join(COMMANDS)}", file=sys.stderr)
+        raise SystemExit(2)
+    module = importlib.import_module(COMMANDS[name][0])
+    if name == "train":
+        module.command_line(first=2)  # the processes Lightning starts rerun sys.argv as it is
+    else:
+        module.main(sys.argv[2:])
+
+
+if __name__ == "__main__":
+    main()
