@@ -182,3 +182,21 @@ def test_a_base_with_treebank_vectors_trains_saves_and_passes_them_on(tiny_bert_
     saved = again.network.encoder.treebank_vectors.weight
     assert torch.equal(tuned.treebank_vectors.weight[:3], saved)
     assert torch.equal(tuned.treebank_vectors.weight[3], saved[0])  # the new treebank starts from <other>
+
+
+@pytest.mark.parametrize("name, objectives", [
+    ("multilingual_base", ["Likelihood", "TagLikelihood"]), ("transfer", ["Likelihood", "TagLikelihood"]),
+    ("transfer_student", ["Likelihood", "TagLikelihood", "Distillation"])])
+def test_the_transfer_recipes_instantiate_with_one_network(name, objectives, tiny_bert_dir):
+    cli = train.main(["--config", str(train.CONFIGS / f"{name}.yaml"), "--model.encoder", str(tiny_bert_dir)], run=False)
+    assert [type(t.objective).__name__ for t in cli.model.terms.terms] == objectives
+    base = train.main(["--config", str(train.CONFIGS / "multilingual_base.yaml"), "--model.encoder", str(tiny_bert_dir)],
+                      run=False)
+    assert cli.model.encoder_options == base.model.encoder_options and cli.model.heads == base.model.heads  # init fits
+
+
+def test_the_base_never_sees_a_target():
+    import yaml
+    base = yaml.safe_load(open(train.CONFIGS / "multilingual_base.yaml"))["data"]["treebank"]
+    targets = {"UD_Wolof-WTB", "UD_Vietnamese-VTB", "UD_Greek-GDT", "UD_Uyghur-UDT", "UD_Turkish-IMST", "UD_Welsh-CCG"}
+    assert len(base) == 24 and not targets & set(base)
