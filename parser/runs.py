@@ -10,6 +10,7 @@ import math
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -94,17 +95,32 @@ def fit(config: str | Path, overrides: Sequence[str], folder: str | Path, log: P
     previous = stopped(folder)
     log = log or folder / "train.log"
     environment = {**os.environ, **({"OMP_NUM_THREADS": str(threads)} if threads else {})}
+    start = time.monotonic()
     with open(log, "a") as output:
-        code = subprocess.run(fit_command(config, overrides, folder, previous.last if previous else None),
-                              stdout=output, stderr=subprocess.STDOUT, env=environment).returncode
+        child = subprocess.Popen(fit_command(config, overrides, folder, previous.last if previous else None),
+                                 stdout=output, stderr=subprocess.STDOUT, env=environment)
+        _, status, usage = os.wait4(child.pid, 0)
+    code = os.waitstatus_to_exitcode(status)
     if code != 0:
         tail = [line for line in log.read_text(errors="replace").splitlines() if line.strip()][-1:]
         raise RunFailed(f"train.py exited with {code} ({tail[0] if tail else 'no output'}); its log: {log}")
     run = stopped(folder)
     if run is None:
         raise RunFailed(f"train.py wrote no checkpoint in {folder}; its log: {log}")
-    (folder / FINISHED).write_text(json.dumps({"run": str(run.directory.relative_to(folder)), "dev": run.dev()}) + "\n")
+    cost = {"wall_minutes": round((time.monotonic() - start) / 60, 2),
+            "cpu_minutes": round((usage.ru_utime + usage.ru_stime) / 60, 2),
+            "peak_rss_mib": round(usage.ru_maxrss / 1024, 1)}  # this process, not any it resumed
+    (folder / FINISHED).write_text(json.dumps({"run": str(run.directory.relative_to(folder)), "dev": run.dev(),
+                                               **cost}) + "\n")
     return run
+
+
+def cost(folder: Path) -> dict[str, float]:
+    """What a finished run in ``folder`` cost: wall and CPU minutes, peak RSS (MiB); {} if unknown."""
+    marker = folder / FINISHED
+    if not marker.is_file():
+        return {}
+    return {k: v for k, v in json.loads(marker.read_text()).items() if k in ("wall_minutes", "cpu_minutes", "peak_rss_mib")}
 
 
 def mean_dev_las(runs: Sequence[Run]) -> float:

@@ -114,6 +114,8 @@ def test_a_two_stage_pipeline_trains_scores_saves_and_is_reused(tiny_bert_dir, u
     assert [row[:2] for row in rows] == [["teachers", "seed1"], ["teachers", "seed2"], ["student", "seed1"]]
     assert all(0 <= float(row[3]) <= 100 for row in rows), "\n".join(lines[-6:])  # dev and test LAS of each run
     assert (tmp_path / "out" / "parser" / "parser.json").is_file()
+    cost = runs.cost(tmp_path / "out" / "teachers" / "seed1")
+    assert cost["cpu_minutes"] > 0 and cost["peak_rss_mib"] > 100  # a train.py process's own
     student = runs.finished(tmp_path / "out" / "student" / "seed1")
     hparams = (student.directory / "hparams.yaml").read_text()
     assert "teachers/seed1" in hparams and "teachers/seed2" in hparams  # both teachers taught it
@@ -121,7 +123,7 @@ def test_a_two_stage_pipeline_trains_scores_saves_and_is_reused(tiny_bert_dir, u
     def no_training(*args, **kwargs):
         raise AssertionError("a finished stage trained again")
 
-    monkeypatch.setattr(subprocess, "run", no_training)
+    monkeypatch.setattr(subprocess, "Popen", no_training)
     again = pipeline.read_pipeline(path)
     pipeline.run(again, "UD_Tiny", tmp_path / "out", str(root), say=lambda line: None)
     assert again.results["student"] == [student]
@@ -132,13 +134,13 @@ def test_a_stopped_stage_resumes_from_its_last_checkpoint(tmp_path, monkeypatch)
     last = folder / "likelihood" / "version_0" / "checkpoints" / "last.ckpt"
     last.parent.mkdir(parents=True)
     last.write_bytes(b"")  # what a run stopped by a signal leaves
-    commands = []
+    commands, popen = [], subprocess.Popen
 
     def fake_train(command, **kwargs):
         commands.append(command)
-        return subprocess.CompletedProcess(command, 0)
+        return popen([sys.executable, "-c", "pass"])
 
-    monkeypatch.setattr(subprocess, "run", fake_train)
+    monkeypatch.setattr(subprocess, "Popen", fake_train)
     run = runs.fit(REPO / "configs" / "likelihood.yaml", ["--seed_everything", "1"], folder)
     assert commands[0][-2:] == ["--ckpt_path", str(last)] and run.directory == last.parents[1]
     assert runs.finished(folder) == run  # marked: the next pipeline run reuses it
