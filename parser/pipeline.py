@@ -83,9 +83,10 @@ def config_path(name: str) -> Path:
     return path if path.is_file() or path.is_absolute() else REPOSITORY / path
 
 
-def read_pipeline(path: str | Path) -> Pipeline:
+def read_pipeline(path: str | Path, until: str | None = None) -> Pipeline:
     """A pipeline file, checked: stage names once each, configs that exist, references to
-    earlier stages only, known keys; ConfigurationError names what is wrong."""
+    earlier stages only, known keys; ConfigurationError names what is wrong. ``until``: its
+    stages up to that one, which is then the final one."""
     try:
         spec = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
     except yaml.YAMLError as error:
@@ -114,8 +115,13 @@ def read_pipeline(path: str | Path) -> Pipeline:
         if stage.data not in ("target", "own"):
             raise ConfigurationError(f"{where}: data must be 'target' or 'own', not {stage.data!r}")
         stages.append(stage)
+    names = [s.name for s in stages]
+    if until is not None:
+        if until not in names:
+            raise ConfigurationError(f"--until {until}: no such stage in {path} ({', '.join(names)})")
+        return Pipeline(stages[: names.index(until) + 1], until)
     final = spec.get("final", stages[-1].name)
-    if final not in {s.name for s in stages}:
+    if final not in names:
         raise ConfigurationError(f"{path}: final names no stage: {final}")
     return Pipeline(stages, final)
 
@@ -215,12 +221,13 @@ def main(argv: list[str] | None = None) -> None:
     cli.add_argument("--test", action="store_true", help="also parse the target's test file with every run and score it")
     cli.add_argument("--given", action="append", default=[], metavar="STAGE=CHECKPOINT",
                      help="a stage's parser trained elsewhere (not trained again), e.g. base=runs/base/parser")
+    cli.add_argument("--until", default=None, metavar="STAGE", help="stop after this stage")
     cli.add_argument("--dry-run", action="store_true", help="print the train.py commands, train nothing")
     cli.add_argument("--debug", action="store_true", help="show the full traceback of an error")
     args = cli.parse_args(argv)
 
     def go() -> None:
-        pipeline = read_pipeline(args.pipeline)
+        pipeline = read_pipeline(args.pipeline, args.until)
         if malformed := [g for g in args.given if "=" not in g]:
             raise ConfigurationError(f"--given takes STAGE=CHECKPOINT, not {malformed[0]}")
         data = DependencyDataModule(args.treebank, root=args.root)

@@ -8,6 +8,7 @@ import csv
 import json
 import math
 import os
+import shlex
 import subprocess
 import sys
 import time
@@ -96,9 +97,9 @@ def fit(config: str | Path, overrides: Sequence[str], folder: str | Path, log: P
     log = log or folder / "train.log"
     environment = {**os.environ, **({"OMP_NUM_THREADS": str(threads)} if threads else {})}
     start = time.monotonic()
+    command = fit_command(config, overrides, folder, previous.last if previous else None)
     with open(log, "a") as output:
-        child = subprocess.Popen(fit_command(config, overrides, folder, previous.last if previous else None),
-                                 stdout=output, stderr=subprocess.STDOUT, env=environment)
+        child = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT, env=environment)
         _, status, usage = os.wait4(child.pid, 0)
     code = os.waitstatus_to_exitcode(status)
     if code != 0:
@@ -110,8 +111,9 @@ def fit(config: str | Path, overrides: Sequence[str], folder: str | Path, log: P
     cost = {"wall_minutes": round((time.monotonic() - start) / 60, 2),
             "cpu_minutes": round((usage.ru_utime + usage.ru_stime) / 60, 2),
             "peak_rss_mib": round(usage.ru_maxrss / 1024, 1)}  # this process, not any it resumed
+    command = shlex.join(["python", "train.py", *command[2:]])
     (folder / FINISHED).write_text(json.dumps({"run": str(run.directory.relative_to(folder)), "dev": run.dev(),
-                                               **cost}) + "\n")
+                                               "command": command, **cost}) + "\n")
     return run
 
 
