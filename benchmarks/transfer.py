@@ -1,0 +1,136 @@
+"""A new language from the multilingual base: test scores of every run of a transfer
+pipeline's folder (``configs/pipelines/transfer.yaml``), recorded as rows, and their table.
+
+    python -m benchmarks.transfer record --treebank UD_Wolof-WTB --output runs/transfer/UD_Wolof-WTB \
+        [--zero-shot BASE.ckpt]
+    python -m benchmarks.transfer report
+
+``record`` parses the target's test file with the best parser of every finished run under
+``OUTPUT/<stage>/seed<S>`` (and with the base itself, ``--zero-shot``), scores it with
+``parser.evaluate`` (CoNLL 2018 definitions) and appends one row per run to ``--results``
+(stage, seed, dev and test LAS/UAS, CPU minutes and peak RSS of its train.py, its command,
+the commit); a run already recorded for the treebank is skipped. ``report`` prints a table
+per treebank: mean and spread over seeds of each stage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+from datetime import date
+from pathlib import Path
+
+from parser.cli import run_reporting_errors
+from parser.data.datamodule import DependencyDataModule
+from parser.evaluate import evaluate
+from parser.predict import predict
+from parser.runs import FINISHED, finished
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "docs" / "results" / "transfer.jsonl"
+STAGES = ("zero-shot", "target_only", "finetuned", "start", "student")  # the table's order
+
+
+def commit() -> str:
+    """The commit of the work tree, with ``+dirty`` when it has uncommitted changes."""
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, capture_output=True,
+                           text=True).stdout.strip()
+    return head + ("+dirty" if dirty else "")
+
+
+def test_scores(checkpoint: Path, test_file: Path, scratch: Path) -> dict[str, float]:
+    """UAS and LAS of a parser on ``test_file``."""
+    scratch.parent.mkdir(parents=True, exist_ok=True)
+    predict(str(checkpoint), str(test_file), str(scratch), precision="auto")
+    scores = evaluate(test_file, scratch)
+    return {"test_uas": round(scores["uas"], 2), "test_las": round(scores["las"], 2)}
+
+
+def relative(path: Path | str) -> str:
+    """A path as rows keep it: relative to the repository where it lies inside."""
+    path = Path(path).resolve()
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+
+def record(treebank: str, output: Path, results: Path, zero_shot: Path | None, root: str | None) -> list[dict]:
+    """Rows of every finished run under ``output`` not yet in ``results``."""
+    test_file = DependencyDataModule(treebank, root=root).path("test")
+    known = {(r["treebank"], r["run"]) for r in read_rows(results)}
+    rows = []
+    runs = [(f.parent.parent.name, f.parent) for f in sorted(output.glob(f"*/seed*/{FINISHED}"))]
+    for stage, folder in ([("zero-shot", None)] if zero_shot else []) + runs:
+        key = relative(zero_shot) if folder is None else relative(folder)
+        if (treebank, key) in known:
+            continue
+        if folder is None:
+            row = {"stage": stage, "seed": None, "run": key, "command": f"python -m benchmarks.transfer record "
+                   f"--treebank {treebank} --output {relative(output)} --zero-shot {key}"}
+            checkpoint = zero_shot
+        else:
+            done = json.loads((folder / FINISHED).read_text())
+            run = finished(folder)
+            checkpoint = run.best
+            row = {"stage": stage, "seed": int(folder.name.removeprefix("seed")), "run": key,
+                   "dev_las": round(done["dev"].get("val/las", float("nan")), 2),
+                   **{k: done[k] for k in ("cpu_minutes", "wall_minutes", "peak_rss_mib") if k in done},
+                   "command": done.get("command", "")}
+        scores = test_scores(checkpoint, test_file, output / "test" / f"{stage}-{row['seed']}.conllu")
+        row = {"treebank": treebank, **row, **scores, "commit": commit(), "date": date.today().isoformat()}
+        with open(results, "a") as lines:
+            lines.write(json.dumps(row) + "\n")
+        rows.append(row)
+    return rows
+
+
+def read_rows(results: Path) -> list[dict]:
+    return [json.loads(line) for line in results.read_text().splitlines() if line.strip()] if results.is_file() else []
+
+
+def report(results: Path) -> str:
+    """A table per treebank: each stage's test LAS (mean ± sd over seeds), dev LAS and cost."""
+    rows = read_rows(results)
+    out = []
+    for treebank in sorted({r["treebank"] for r in rows}):
+        out += [f"### {treebank}", "", "| stage | seeds | test LAS | test UAS | dev LAS | CPU min | peak RSS MiB |",
+                "|---|---:|---:|---:|---:|---:|---:|"]
+        mine = [r for r in rows if r["treebank"] == treebank]
+        for stage in sorted({r["stage"] for r in mine}, key=lambda s: STAGES.index(s) if s in STAGES else len(STAGES)):
+            group = [r for r in mine if r["stage"] == stage]
+
+            def stat(key: str, group: list[dict] = group) -> str:
+                values = [r[key] for r in group if r.get(key) is not None]
+                if not values:
+                    return ""
+                mean = statistics.mean(values)
+                return f"{mean:.2f}" + (f" ± {statistics.stdev(values):.2f}" if len(values) > 1 else "")
+
+            out.append(f"| {stage} | {len(group)} | {stat('test_las')} | {stat('test_uas')} | {stat('dev_las')} | "
+                       f"{stat('cpu_minutes')} | {stat('peak_rss_mib')} |")
+        out.append("")
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> None:
+    cli = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    cli.add_argument("action", choices=["record", "report"])
+    cli.add_argument("--treebank")
+    cli.add_argument("--output", type=Path, help="the transfer pipeline's --output folder")
+    cli.add_argument("--zero-shot", type=Path, default=None, help="the base parser, scored on the target as it is")
+    cli.add_argument("--root", default=None, help="the folder of UD treebanks (default: $UD_DIR)")
+    cli.add_argument("--results", type=Path, default=RESULTS)
+    args = cli.parse_args(argv)
+    if args.action == "report":
+        print(report(args.results))
+        return
+    if not args.treebank or not args.output:
+        cli.error("record needs --treebank and --output")
+    rows = run_reporting_errors(lambda: record(args.treebank, args.output, args.results, args.zero_shot, args.root))
+    for row in rows:
+        print(f"{row['treebank']} {row['stage']} seed {row['seed']}: test LAS {row['test_las']:.2f}")
+
+
+if __name__ == "__main__":
+    main()
