@@ -65,6 +65,9 @@ stages:
     assert "--model.teacher out/tuned/seed2/likelihood/version_0/checkpoints/best.ckpt" in lines[5]  # the same seed
     assert ("--model.teacher '[out/tuned/seed1/likelihood/version_0/checkpoints/best.ckpt, "
             "out/tuned/seed2/likelihood/version_0/checkpoints/best.ckpt]'") in lines[6]  # every seed
+    pipeline.main([str(path), "--treebank", "UD_Wolof-WTB", "--root", str(ud_dir), "--output", "out", "--dry-run",
+                   "--until", "tuned"])
+    assert len(capsys.readouterr().out.splitlines()) == 3  # base and the two seeds of tuned
 
 
 @pytest.mark.parametrize("stages, message", [
@@ -90,7 +93,7 @@ def test_a_missing_treebank_or_given_checkpoint_is_one_line(ud_dir, tmp_path, ca
     path = tmp_path / "p.yaml"
     path.write_text("stages: [{name: a, config: configs/likelihood.yaml}]")
     for extra, message in (([], "no train file"), (["--given", "a=nowhere.ckpt"], "nowhere.ckpt: no such checkpoint"),
-                           (["--given", "b=x.ckpt"], "--given names no stage")):
+                           (["--given", "b=x.ckpt"], "--given names no stage"), (["--until", "b"], "--until b")):
         treebank = "UD_Nope" if not extra else "UD_Wolof-WTB"
         with pytest.raises(SystemExit) as stop:
             pipeline.main([str(path), "--treebank", treebank, "--root", str(ud_dir), "--output", str(tmp_path / "out"),
