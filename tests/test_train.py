@@ -65,7 +65,8 @@ def test_shipped_configs_read_plain_text(name, tiny_bert_dir):
 
 def _readme_command(prefix: str, containing: str = "") -> list[str]:
     """The README's first command that starts with ``prefix`` and holds ``containing``
-    (continuation lines joined, comments dropped), as arguments after ``python train.py``."""
+    (continuation lines joined, comments dropped), as arguments after ``treeexp train`` (or
+    ``python train.py``)."""
     lines = (Path(train.__file__).parent / "README.md").read_text(encoding="utf-8").split("\n")
     for start, line in enumerate(lines):
         if not line.startswith(prefix):
@@ -106,7 +107,7 @@ def test_readme_ge_recipe_parses(tiny_bert_dir, monkeypatch):
     mean-pooled subwords mixed over the layers, encoder dropout 0.1, the scorer at lr 1e-3; the override
     shown for the shipped Naseem et al. rules gives their 15 rule targets at a constant lambda 1."""
     monkeypatch.chdir(Path(train.__file__).parent)  # the rules path is relative to the checkout
-    default = _readme_command("python train.py --objective ge  ")
+    default = _readme_command("treeexp train --objective ge  ")
     assert default == ["--objective", "ge"]
     cli = train.main(train.expand_objective([*default, "--model.encoder", str(tiny_bert_dir)])[1:], run=False)
     ge = term(cli.model, "GeneralizedExpectation")
@@ -116,12 +117,12 @@ def test_readme_ge_recipe_parses(tiny_bert_dir, monkeypatch):
     assert (options.pooling, options.layer_mix, options.dropout, cli.model.hparams.lr) == ("mean", True, 0.1, 1e-3)
     assert ge.weight == Schedule(0.1, warmup=100, decay="linear")
 
-    rules = _readme_command("python train.py fit --config configs/ge_rules.yaml")
+    rules = _readme_command("treeexp train fit --config configs/ge_rules.yaml")
     cli = train.main([*rules[1:], "--model.encoder", str(tiny_bert_dir)], run=False)
     ge = term(cli.model, "GeneralizedExpectation")
     assert len(ge.objective.constraints) == 15 and ge.objective.targets_from == "rules" and ge.weight == 1.0
 
-    coverage = _readme_command("python train.py fit --config configs/ge_coverage.yaml")
+    coverage = _readme_command("treeexp train fit --config configs/ge_coverage.yaml")
     cli = train.main([*coverage[1:], "--model.encoder", str(tiny_bert_dir)], run=False)
     ge = term(cli.model, "RuleCoverage").objective
     assert len(ge.constraints) == 15 and ge.coverage == 0.61 and ge.penalty == "one_sided"

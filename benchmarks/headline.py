@@ -1,0 +1,146 @@
+"""The README's headline: per language, test LAS of the supervised parser of 100 trees, the
+shipped new-language recipe on those 100 trees, a parser of the full training file, and
+UDPipe 2's published score; a small figure and a markdown table, from the recorded rows.
+
+    python -m benchmarks.headline                          # docs/figures/headline.png and the table
+    python -m benchmarks.headline --figure /tmp/h.png      # elsewhere
+
+Where each number comes from (nothing is typed in here):
+- supervised, 100 trees: :func:`benchmarks.low_resource.baseline` of the recipe's row, the
+  supervised runs that the report measures the recipe against (every recorded seed);
+- recipe, 100 trees: the rows of ``configs/pipelines/new_language.yaml``'s last stage, round 2
+  of self-distillation taught by the ensemble of seeds 1-3, word dropout 0.15, 400 steps
+  (``RECIPE``);
+- full training file: :func:`benchmarks.low_resource.ceiling`, the report's own (EWT: its
+  full-data rows of the same 400 steps; the small treebanks: ``configs/small_treebank.yaml``,
+  whose rows are in ``docs/results/small_treebanks.jsonl``);
+- UDPipe 2: ``benchmarks.small_treebank.UDPIPE2``, its published test LAS with gold tokens.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+
+from benchmarks.low_resource import ROOT, _cells, baseline, ceiling
+from benchmarks.small_treebank import UDPIPE2
+from parser.drawing import new_figure, report_errors, save
+
+LOW_RESOURCE = ROOT / "docs" / "results" / "low_resource.jsonl"
+FIGURE = ROOT / "docs" / "figures" / "headline.png"
+LANGUAGES = ("UD_Wolof-WTB", "UD_Vietnamese-VTB", "UD_Greek-GDT", "UD_Uyghur-UDT", "UD_English-EWT")
+SIZE = 100  # labeled trees
+# the recipe's rows: a self_distill variant that starts with ROUND and holds every one of WITH
+ROUND = "round 2 teachers of seeds 1 2 3 "
+WITH = ("--model.encoder_options.word_dropout 0.15",)
+WITHOUT = ("max_steps",)  # the grid's 400 steps, as the pipeline runs it
+BARS = (("supervised", "supervised, 100 trees", "0.6"), ("recipe", "new-language recipe, 100 trees", "C1"),
+        ("full", "full training file", "C0"), ("udpipe", "UDPipe 2 (published)", "0.85"))
+
+
+@dataclass
+class Language:
+    """One treebank's headline numbers (test LAS); ``supervised`` and ``recipe`` per seed."""
+
+    treebank: str
+    supervised: list[float]
+    recipe: list[float]
+    full: float | None
+    full_source: str
+    udpipe: float | None
+
+    @property
+    def name(self) -> str:
+        return self.treebank.removeprefix("UD_")
+
+
+def recipe_variant(variants: list[str]) -> str | None:
+    """The recipe's variant among ``variants`` (the one with the most words when several match)."""
+    matching = [v for v in variants if v.startswith(ROUND) and all(w in v for w in WITH)
+                and not any(w in v for w in WITHOUT)]
+    return max(matching, key=len, default=None)
+
+
+def languages(results: Path = LOW_RESOURCE) -> list[Language]:
+    """The headline numbers of every treebank of ``LANGUAGES`` whose rows hold the recipe."""
+    found = []
+    for treebank, cells in _cells(results).items():
+        if treebank not in LANGUAGES:
+            continue
+        variant = recipe_variant([v for k, objective, v in cells if k == SIZE and objective == "self_distill"])
+        if variant is None:
+            continue
+        _, supervised = baseline(cells, SIZE, variant)
+        full, source = ceiling(cells, treebank)
+        found.append(Language(treebank, [run["las"] for run in supervised],
+                              [run["las"] for run in cells[(SIZE, "self_distill", variant)]],
+                              full, source, UDPIPE2.get(treebank, (None, None))[1]))
+    return sorted(found, key=lambda language: LANGUAGES.index(language.treebank))
+
+
+def _mean(values: list[float]) -> str:
+    text = f"{statistics.mean(values):.1f}"
+    return text + (f" ± {statistics.stdev(values):.1f}" if len(values) > 1 else " (1 seed)")
+
+
+def table(found: list[Language]) -> str:
+    """Markdown: a line per language, test LAS mean ± sd over seeds."""
+    lines = ["| treebank | supervised, 100 trees | recipe, 100 trees | full training file | UDPipe 2 |",
+             "|---|---:|---:|---:|---:|"]
+    for language in found:
+        full = "-" if language.full is None else f"{language.full:.1f}"
+        udpipe = "-" if language.udpipe is None else f"{language.udpipe:.1f}"
+        lines.append(f"| {language.name} | {_mean(language.supervised)} | **{_mean(language.recipe)}** "
+                     f"| {full} | {udpipe} |")
+    return "\n".join(lines)
+
+
+def figure(found: list[Language], output: Path) -> Path:
+    """Grouped bars, one group per language, each bar's value above it; the seeds of the two
+    100-tree bars as dots. 8 x 3.4 inches at 100 dpi: 800 pixels wide, the README's width."""
+    fig = new_figure(8, 3.4, layout="constrained")
+    ax = fig.subplots()
+    width = 0.2
+    for i, (key, label, color) in enumerate(BARS):
+        offset = (i - (len(BARS) - 1) / 2) * width
+        for x, language in enumerate(found):
+            value = getattr(language, key)
+            seeds = value if isinstance(value, list) else None
+            height = statistics.mean(seeds) if seeds else value
+            if height is None:
+                continue
+            ax.bar(x + offset, height, width * 0.92, color=color, edgecolor="0.3", linewidth=0.5,
+                   label=label if x == 0 else None)
+            if seeds and len(seeds) > 1:
+                ax.scatter([x + offset] * len(seeds), seeds, s=6, color="black", zorder=3, linewidths=0)
+            ax.annotate(f"{height:.1f}", (x + offset, max(seeds or [height])), xytext=(0, 2),
+                        textcoords="offset points", ha="center", va="bottom", fontsize=7.5)
+    names = [language.name + ("\n(recipe: 1 seed)" if len(language.recipe) == 1 else "") for language in found]
+    ax.set_xticks(range(len(found)), names, fontsize=9)
+    ax.set_ylabel("test LAS", fontsize=9)
+    ax.set_ylim(0, 100)
+    ax.tick_params(axis="y", labelsize=8)
+    ax.grid(axis="y", alpha=0.3)
+    ax.set_axisbelow(True)
+    ax.spines[["top", "right"]].set_visible(False)
+    ax.legend(fontsize=8, ncols=4, loc="upper center", bbox_to_anchor=(0.5, 1.13), frameon=False)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    return save(fig, output, dpi=100)
+
+
+def main(argv: list[str] | None = None) -> None:
+    cli = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    cli.add_argument("--results", type=Path, default=LOW_RESOURCE, help="the low-resource rows")
+    cli.add_argument("--figure", type=Path, default=FIGURE, help="where to draw it (.png, .svg or .html)")
+    args = cli.parse_args(argv)
+    found = report_errors(lambda: languages(args.results))
+    print(table(found))
+    for language in found:
+        print(f"\n{language.name}, full training file: {language.full_source}", end="")
+    print(f"\nfigure: {report_errors(lambda: figure(found, args.figure))}")
+
+
+if __name__ == "__main__":
+    main()
