@@ -121,7 +121,7 @@ def test_a_two_stage_pipeline_trains_scores_saves_and_is_reused(tiny_bert_dir, u
     def no_training(*args, **kwargs):
         raise AssertionError("a finished stage trained again")
 
-    monkeypatch.setattr(subprocess, "run", no_training)
+    monkeypatch.setattr(runs, "launch", no_training)
     again = pipeline.read_pipeline(path)
     pipeline.run(again, "UD_Tiny", tmp_path / "out", str(root), say=lambda line: None)
     assert again.results["student"] == [student]
@@ -134,11 +134,15 @@ def test_a_stopped_stage_resumes_from_its_last_checkpoint(tmp_path, monkeypatch)
     last.write_bytes(b"")  # what a run stopped by a signal leaves
     commands = []
 
-    def fake_train(command, **kwargs):
+    def fake_train(command, log, environment):
         commands.append(command)
-        return subprocess.CompletedProcess(command, 0)
+        return 0, {"seconds": 1.0, "cpu_seconds": 0.5, "peak_rss_bytes": 1}
 
-    monkeypatch.setattr(subprocess, "run", fake_train)
+    monkeypatch.setattr(runs, "launch", fake_train)
     run = runs.fit(REPO / "configs" / "likelihood.yaml", ["--seed_everything", "1"], folder)
     assert commands[0][-2:] == ["--ckpt_path", str(last)] and run.directory == last.parents[1]
     assert runs.finished(folder) == run  # marked: the next pipeline run reuses it
+    # what trained it (the command without the resume, as typed in the repository) and its costs
+    assert run.provenance()["command"].endswith(f"python train.py fit --config {REPO}/configs/likelihood.yaml "
+                                                f"--seed_everything 1 --trainer.default_root_dir {folder}")
+    assert run.provenance()["commit"] and run.usage()["seconds"] == 1.0

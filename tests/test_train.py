@@ -376,8 +376,8 @@ def _short_run(name: str, encoder: Path, data: Path, root: Path, extra: list[str
 def test_every_shipped_config_ends_a_short_run_cleanly(name, tiny_bert_dir, ud_dir, tmp_path, teacher_checkpoint):
     """``--trainer.max_steps`` shorter than an epoch or a validation interval: the run
     validates before it stops and writes best.ckpt and last.ckpt (no early-stopping error)."""
-    extra = ["--model.teacher", str(teacher_checkpoint)] if name == "kl" else []
-    extra += ["--data.labeled_size", "10"] if name in ("entropy", "kl", "ge", "combined") else []
+    extra = ["--model.teacher", str(teacher_checkpoint)] if name in ("kl", "sample_distill", "ge_teacher") else []
+    extra += ["--data.labeled_size", "10"] if name in ("entropy", "kl", "sample_distill", "ge_teacher", "ge", "combined") else []
     _short_run(name, tiny_bert_dir, _slice(ud_dir, tmp_path, 30), tmp_path, extra)
 
 
