@@ -35,17 +35,11 @@ from parser.training.precision import resolve_precision
 from parser.data.datamodule import DependencyDataModule
 from parser.model import Parser
 from parser.network.pretrained import resolve_model_path
+from parser.runs import RECIPES
 from parser.training.checkpoint import AtomicCheckpointIO, check_readable
 
 CONFIGS = Path(__file__).resolve().parent / "configs"
-OBJECTIVE_CONFIGS = {
-    "likelihood": "likelihood.yaml",
-    "risk": "risk.yaml",
-    "entropy": "entropy.yaml",
-    "kl": "distill.yaml",
-    "ge": "ge.yaml",
-    "combined": "combined.yaml",
-}
+OBJECTIVE_CONFIGS = RECIPES  # one name per shipped recipe (parser.runs)
 SUBCOMMANDS = ("fit", "validate", "test", "predict")
 EARLY_STOPPING_PATIENCE = 5  # validations without a better dev LAS before training stops
 GRADIENT_CLIP_NORM = 5.0  # the gradient's global 2-norm is clipped to this

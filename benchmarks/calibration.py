@@ -39,8 +39,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from benchmarks.common import machine, markdown_table, setup
-from benchmarks.low_resource import provenance
+from benchmarks.common import machine, markdown_table, provenance, setup
 from objectives.mtt import marginals
 from parser.data.batch import collate
 from parser.data.datamodule import DependencyDataModule

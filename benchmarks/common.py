@@ -1,20 +1,48 @@
-"""Timing helpers for the benchmarks: interleaved repeats, medians, peak memory.
+"""What the benchmark drivers share: a result row's provenance and a run folder's name, then
+timing helpers (interleaved repeats, medians, peak memory).
 
 The machines these run on are shared, so every comparison runs its contenders
 round-robin over the same inputs (each repeat times every contender once, in a rotating
-order) and reports medians and ratios taken from that same run.
+order) and reports medians and ratios taken from that same run. Training runs go through
+:mod:`parser.runs` (``fit``), which records each run's own provenance and costs.
 """
 
 from __future__ import annotations
 
 import datetime
+import hashlib
 import os
 import platform
+import shlex
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import torch
+
+from parser.runs import REPOSITORY, commit, shell_line
+
+ROOT = REPOSITORY
+MAX_VARIANT_CHARS = 120  # a run folder's name keeps this much of its overrides, then a digest of all of them
+
+
+def provenance(arguments: Sequence[str]) -> dict:
+    """What a result row records of the command ``python ARGUMENTS`` (``-m benchmarks.x ...``),
+    taken before it runs so that the tree cannot change first: the commit, the command as a
+    shell line, and the date (which tells the machine whose minutes the row reports)."""
+    return {"commit": commit(), "command": shell_line(["python", *arguments]),
+            "date": datetime.date.today().isoformat()}
+
+
+def folder_name(overrides: Sequence[str]) -> str:
+    """A run folder's name for ``overrides`` (written as a shell line): its letters, digits,
+    dots and underscores (the rest as ``_``), cut to ``MAX_VARIANT_CHARS`` with a digest of all
+    of it when longer (a folder name has at most 255 bytes)."""
+    line = shlex.join(overrides)
+    name = "".join(c if c.isalnum() or c in "._" else "_" for c in line)
+    if len(name) > MAX_VARIANT_CHARS:
+        name = f"{name[:MAX_VARIANT_CHARS - 11]}_{hashlib.sha1(line.encode()).hexdigest()[:10]}"
+    return name
 
 
 def setup(threads: int = 1, seed: int = 0) -> None:

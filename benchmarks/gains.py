@@ -24,8 +24,7 @@ import os
 import sys
 from dataclasses import dataclass
 
-from benchmarks.common import markdown_table
-from benchmarks.low_resource import provenance
+from benchmarks.common import markdown_table, provenance
 from parser.cli import run_reporting_errors
 from parser.data.datamodule import DependencyDataModule
 from parser.data.sentences import Sentence, read_conllu

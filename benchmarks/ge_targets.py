@@ -64,7 +64,7 @@ _UPOS = build_upos_vocab()
 UPOS_VOCAB = tuple(_UPOS.itos)  # <pad>, <unk> (also `_`), the 17 UD tags
 
 HEADER = """\
-# Universal dependency rules for generalized expectation (objectives/ge.py).
+# Universal dependency rules for generalized expectation (objectives/ge/).
 #
 # Format: a mapping with a `constraints` list; each entry has
 #   parent:    a UD UPOS tag, or `root` for the artificial root

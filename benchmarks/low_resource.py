@@ -1,14 +1,17 @@
 """Low-resource UD experiment: supervised-only vs + entropy vs + GE vs + KL distillation.
 
-Each cell trains ``train.py fit --config configs/<recipe>.yaml`` with K labeled sentences of
-the training file (the rest of it unlabeled), parses the test file with the best checkpoint
-(``parser.predict``) and scores it with ``parser.evaluate``. The recipes are the shipped
-configs (``RECIPES``); a cell adds only its seed, K, the treebank, its output folder and,
-for kl, the teacher, then ``--train-args`` (and, for the cells that learn from a teacher,
-``--student-args``), and writes under ``--output``/TREEBANK/CELL. One JSON line per run goes
-to ``--results`` (scores, the exact command, the commit); ``--report`` prints the markdown
-table (mean and spread over seeds, share of the supervised-to-full-data gap) from that file
-and draws it to ``--figure`` (test LAS by recipe and labeled size, every seed a point).
+Each cell trains a shipped recipe (``OBJECTIVES``: a row's objective -> its name in
+``parser.runs.RECIPES``) with K labeled sentences of the training file (the rest of it
+unlabeled), parses the test file with the best checkpoint (``parser.predict``) and scores it
+with ``parser.evaluate``. A cell is a stage of a pipeline (``parser.pipeline``: one
+``train.py fit`` per seed, reused when finished, resumed when stopped); it adds only its seed,
+K, the treebank and, for kl, the teacher, then ``--train-args`` (and, for the cells that learn
+from a teacher, ``--student-args``), and trains in ``--output``/TREEBANK/STAGE/seedS. The
+self-training rounds are one pipeline of such stages, each round's teacher an earlier stage
+(:func:`self_training`). One JSON line per run goes to ``--results`` (scores, the exact
+command, the commit); ``--report`` prints the markdown table (mean and spread over seeds,
+share of the supervised-to-full-data gap) from that file and draws it to ``--figure`` (test
+LAS by recipe and labeled size, every seed a point).
 
     python -m benchmarks.low_resource --sizes 100 --seeds 1 2 3 --teacher runs/likelihood/version_0/checkpoints/best.ckpt
     python -m benchmarks.low_resource --report
@@ -22,7 +25,6 @@ whole, then every other sentence with a random share F of its arcs kept (HEAD an
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import random
@@ -31,25 +33,27 @@ import statistics
 import subprocess
 import sys
 import textwrap
-import time
 from collections import Counter
 from collections.abc import Callable
-from datetime import date
 from pathlib import Path
 
 import torch
 import yaml
 
+# commit and provenance: benchmarks.peers imports them from here until it takes them from benchmarks.common
+from benchmarks.common import ROOT, commit, folder_name, provenance  # noqa: F401
 from parser.data.datamodule import DependencyDataModule
 from parser.drawing import new_figure, save
 from parser.evaluate import evaluate
-from parser.data.sentences import read_conllu
+from parser.data.sentences import read_conllu, records
+from parser.pipeline import Pipeline, Stage
+from parser.pipeline import run as run_pipeline
+from parser.runs import RECIPES, Run, finished, recipe
 
-ROOT = Path(__file__).resolve().parent.parent
-# objective of a row -> the shipped config that is its recipe (configs/<name>.yaml)
-RECIPES = {"supervised": "likelihood_low_resource", "entropy": "entropy", "ge": "ge", "kl": "distill",
-           "self_distill": "distill", "self_sample": "sample_distill", "self_ge": "ge_teacher",
-           "cross_treebank": "distill", "combined": "combined"}
+# objective of a row -> the recipe its run trains (a name of parser.runs.RECIPES)
+OBJECTIVES = {"supervised": "likelihood_low_resource", "entropy": "entropy", "ge": "ge", "kl": "kl",
+              "self_distill": "kl", "self_sample": "sample_distill", "self_ge": "ge_teacher",
+              "cross_treebank": "kl", "combined": "combined"}
 # self_distill: KL from a teacher trained on the same K sentences (the supervised cell of the
 # same size and seed), then --rounds times with the last student as the next teacher; its
 # rows name the round as their variant ("round 1", "round 2"), and use no extra labeled data.
@@ -58,16 +62,15 @@ RECIPES = {"supervised": "likelihood_low_resource", "entropy": "entropy", "ge": 
 # --ensemble-seeds S...: round 1's teacher is instead the ensemble of the supervised cells of
 # those seeds (the mean of their scores); its rounds' rows say "teachers of seeds S...". With
 # --committee every later round learns from the ensemble of the previous round's students of
-# those seeds too ("round 2 committee of seeds S...", folders c1_2_3 beside round 1's e1_2_3).
+# those seeds too ("round 2 committee of seeds S...", stages c1_2_3 beside round 1's e1_2_3).
 SELF_TRAINING = ("self_distill", "self_sample", "self_ge")
 DISTILLING = ("kl", *SELF_TRAINING, "cross_treebank")  # the recipes that take a teacher
 # cross_treebank: KL from a teacher trained on all of other treebanks (--teacher-treebank: one,
 # or several read as one multilingual training set; by --teacher-config with --teacher-args,
 # once per output folder and those two): domain adaptation with no labeled data of the target
 # beyond the K sentences; the teacher's sentences count as extra labeled.
-TEACHER_CONFIG = "configs/likelihood.yaml"  # the cross_treebank teacher's recipe by default
+TEACHER_CONFIG = f"configs/{RECIPES['likelihood']}"  # the cross_treebank teacher's recipe by default
 ALL = "all"  # --sizes all: every training sentence labeled (a full-data row, the ceiling)
-MAX_VARIANT_CHARS = 120  # a run folder's name keeps this much of its overrides, then a digest of all of them
 # Full-data test LAS of a treebank's supervised recipe and where it was measured: the ceiling
 # of the report when the results hold no full-data row (``"labeled": "all"``) of the treebank.
 SMALL_TREEBANK_FULL_DATA = ("configs/small_treebank.yaml on all of train, 15 epochs, MST, docs/experiments.md "
@@ -80,66 +83,139 @@ FULL_DATA_LAS = {
     "UD_Vietnamese-VTB": (64.51, SMALL_TREEBANK_FULL_DATA),
 }
 DEFAULT_TREEBANK = "UD_English-EWT"  # the treebank of rows that do not name theirs (the first rows)
-TAGGER = shlex.join(['--model.terms+={"objective": "objectives.TagLikelihood"}'])  # --tagger: a UPOS head's term
+TAGGER = ['--model.terms+={"objective": "objectives.TagLikelihood"}']  # --tagger: a UPOS head's term
+Cell = tuple[Stage, str, "int | None"]  # a stage of cells, their objective and self-training round (None: none)
 
 
-def folder_name(overrides: str) -> str:
-    """A run folder's name for ``overrides``: its letters, digits, dots and underscores (the
-    rest as ``_``), cut to ``MAX_VARIANT_CHARS`` with a digest of all of it when longer (a
-    folder name has at most 255 bytes)."""
-    name = "".join(c if c.isalnum() or c in "._" else "_" for c in overrides)
-    if len(name) > MAX_VARIANT_CHARS:
-        name = f"{name[:MAX_VARIANT_CHARS - 11]}_{hashlib.sha1(overrides.encode()).hexdigest()[:10]}"
-    return name
+def overrides(objective: str, args: argparse.Namespace) -> list[str]:
+    """A cell's ``train.py`` overrides: ``--train-args``, then ``--student-args`` for the
+    recipes that learn from a teacher (so that a self-distillation student can change its
+    terms while its teacher stays the supervised cell of the same ``--train-args``)."""
+    return [*args.train_args, *(getattr(args, "student_args", []) if objective in DISTILLING else [])]
 
 
-def train_command(objective: str, size: int | str, seed: int, treebank: str, output: Path | str,
-                  teacher: str | list[str] | None = None, train_args: str = "", data_root: Path | str | None = None,
-                  partial_train: Path | str | None = None) -> list[str]:
-    """The ``train.py`` arguments of one cell: the recipe's config, then only the seed, K
-    (``all``: no limit), the treebank (under ``data_root`` when given), the output folder,
-    the teacher (kl; several: their ensemble), the partially annotated training file (:func:`write_partial_train`:
-    all of it is used) and ``train_args``."""
+def _ensemble(args: argparse.Namespace, round_: int | None) -> tuple[list[int], bool]:
+    """The seeds whose cells teach a self-training round together (none: its own seed's) and
+    whether they are a committee (every round's teacher, not round 1's only)."""
+    ensemble = (getattr(args, "ensemble_seeds", None) or []) if round_ is not None else []
+    return ensemble, bool(ensemble) and getattr(args, "committee", False) and round_ > 1
+
+
+def stage_name(objective: str, size: int | str, args: argparse.Namespace, round_: int | None = None) -> str:
+    """The folder of a stage of cells under ``--output``/TREEBANK (one folder a seed in it): the
+    objective, the round and its teachers' seeds (``e1_2``, a committee's ``c1_2``), K, the
+    share of partial arcs and the overrides."""
+    ensemble, committee = _ensemble(args, round_)
+    lineage = f"{'c' if committee else 'e'}{'_'.join(map(str, ensemble))}" if ensemble else ""  # e1_2_3, not e123
+    partial = f"-partial{args.partial_arcs}" if getattr(args, "partial_arcs", None) is not None else ""
+    return (f"{objective}{'' if round_ is None else round_}{lineage}-k{size}{partial}"
+            f"{folder_name(overrides(objective, args))}")
+
+
+def variant(objective: str, args: argparse.Namespace, round_: int | None = None) -> str:
+    """A row's variant: its overrides as a shell line, after the round and its teachers
+    (``round 2 committee of seeds 1 2``), the share of partial arcs or the other treebanks."""
+    line = shlex.join(overrides(objective, args))
+    ensemble, committee = _ensemble(args, round_)
+    label = line if round_ is None else f"round {round_}" + (
+        f" {'committee' if committee else 'teachers'} of seeds {' '.join(map(str, ensemble))}" if ensemble else ""
+    ) + (f" {line}" if line else "")
+    if getattr(args, "partial_arcs", None) is not None:
+        label = f"partial_arcs {args.partial_arcs}" + (f" {label}" if label else "")
+    if objective == "cross_treebank":
+        label = f"teacher {teacher_name(args)}" + (f" {line}" if line else "")
+    return label
+
+
+def cell_stage(objective: str, size: int | str, seeds: list[int], args: argparse.Namespace, round_: int | None = None,
+               teacher_checkpoint: str | Path | None = None, partial_train: Path | None = None, **earlier: str) -> Stage:
+    """The stage of cells of ``objective`` at K = ``size`` for ``seeds``: the recipe's config,
+    and only K (``all``: no limit), the partially annotated training file
+    (:func:`write_partial_train`: all of it is used), the teacher of kl and cross_treebank
+    (``teacher_checkpoint``) and the overrides; a self-training round's teachers are an earlier
+    stage (``teacher=`` of the same seed, ``teachers=`` all its runs). The pipeline adds the
+    treebank and the seed."""
+    if objective in DISTILLING and not (teacher_checkpoint or earlier):
+        raise ValueError(f"the {objective} objective needs a teacher checkpoint")
     limit = "null" if size == ALL or partial_train is not None else str(size)
-    command = [
-        "train.py", "fit", "--config", f"configs/{RECIPES[objective]}.yaml",
-        "--seed_everything", str(seed), "--data.seed", str(seed),
-        "--data.labeled_size", limit, "--data.treebank", treebank,
-        *(["--data.root", str(data_root)] if data_root is not None else []),
-        "--trainer.default_root_dir", str(output),
-    ]
-    if partial_train is not None:
-        command += ["--data.train", str(partial_train), "--data.partial", "true"]
-    if objective in DISTILLING:
-        if not teacher:
-            raise ValueError(f"the {objective} objective needs a teacher checkpoint")
-        command += ["--model.teacher", str(teacher) if isinstance(teacher, (str, Path)) else json.dumps(teacher)]
-    return command + shlex.split(train_args)
+    arguments = ["--data.labeled_size", limit,
+                 *(["--data.train", str(partial_train), "--data.partial", "true"] if partial_train is not None else []),
+                 *(["--model.teacher", str(teacher_checkpoint)] if teacher_checkpoint else []),
+                 *overrides(objective, args)]
+    return Stage(stage_name(objective, size, args, round_), str(recipe(OBJECTIVES[objective])), tuple(seeds),
+                 tuple(arguments), **earlier)
 
 
-def shell_command(command: list[str]) -> str:
-    """``command`` as the shell line that runs it here: ``python train.py ...``, prefixed with
-    the thread count when ``OMP_NUM_THREADS`` is set."""
-    threads = os.environ.get("OMP_NUM_THREADS")
-    return (f"OMP_NUM_THREADS={threads} " if threads else "") + shlex.join(["python", *command])
+def self_training(objective: str, size: int | str, seed: int, round_: int, args: argparse.Namespace) -> list[Cell]:
+    """The pipeline behind round ``round_`` of seed ``seed``: the supervised cell, then each
+    round taught by the one before (the same seed); with ``--ensemble-seeds`` round 1 by the
+    supervised cells of those seeds, and with ``--committee`` every round by the previous
+    round's cells of those seeds (then trained for those seeds)."""
+    ensemble, committee = list(getattr(args, "ensemble_seeds", None) or []), getattr(args, "committee", False)
+    cells: list[Cell] = [(cell_stage("supervised", size, ensemble or [seed], args), "supervised", None)]
+    for r in range(1, round_ + 1):
+        seeds = ensemble if committee and r < round_ else [seed]
+        teaching = {"teachers" if ensemble and (r == 1 or committee) else "teacher": cells[-1][0].name}
+        cells.append((cell_stage(objective, size, seeds, args, r, **teaching), objective, r))
+    return cells
 
 
-def provenance(command: list[str]) -> dict:
-    """What a result row records of its run, taken before the run so that the tree cannot
-    change first: the commit, the exact command, and the date (which tells the machine whose
-    minutes the row reports)."""
-    return {"commit": commit(), "command": shell_command(command), "date": date.today().isoformat()}
+def train_cells(cells: list[Cell], size: int | str, args: argparse.Namespace, record: Callable[[dict], None],
+                extra_labeled: int = 0, arcs: dict | None = None) -> list[Run]:
+    """Train (or reuse) the stages of ``cells`` as one pipeline under ``--output``/TREEBANK (one
+    folder per treebank: a cell's checkpoint is never another treebank's) and record the row of
+    each run trained now or not in ``--results`` yet; the runs of the last stage."""
+    output = Path(args.output) / args.treebank
+    trained = {(stage.name, seed) for stage, _, _ in cells for seed in stage.seeds
+               if finished(output / stage.name / f"seed{seed}") is None}  # parser.pipeline's folder of a run
+    pipeline = Pipeline([stage for stage, _, _ in cells], cells[-1][0].name)
+    run_pipeline(pipeline, args.treebank, output, str(args.data_root), say=lambda line: print(line, flush=True))
+    for stage, objective, round_ in cells:
+        for seed, run in zip(stage.seeds, pipeline.results[stage.name]):
+            key = {"objective": objective, "variant": variant(objective, args, round_), "labeled": size, "seed": seed,
+                   "treebank": args.treebank}
+            if (stage.name, seed) not in trained and recorded_row(Path(args.results), key) is not None:
+                print(f"reusing {run.directory}: already in {args.results}", flush=True)
+                continue
+            record({**key, "train_seconds": round(run.usage().get("seconds", 0)),
+                    "max_steps": run.config()["trainer"]["max_steps"], **test_scores(run, args),
+                    "extra_labeled": extra_labeled, **(arcs or {}), **run.provenance()})
+    return pipeline.results[cells[-1][0].name]
 
 
-def commit() -> str:
-    """``git rev-parse HEAD``, with ``+dirty`` when the work tree has changes not committed
-    (tracked or untracked files); ``unknown`` outside a git checkout."""
-    try:
-        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
-        status = subprocess.run(["git", "status", "--porcelain"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-    return head + ("+dirty" if status.strip() else "")
+def train_cell(objective: str, size: int | str, seed: int, args: argparse.Namespace,
+               record: Callable[[dict], None]) -> Run:
+    """One cell outside self-training, trained (or reused) and recorded: its run. kl learns from
+    ``--teacher``, cross_treebank from :func:`other_treebank_teacher`; with ``--partial-arcs``
+    the cell's training file is written first (the file is built at run time, never committed)."""
+    teacher = other_treebank_teacher(args, record) if objective == "cross_treebank" else (
+        args.teacher if objective == "kl" else None)
+    if objective == "kl":
+        extra = args.teacher_labeled if args.teacher_labeled is not None else teacher_labeled(args.teacher, Path(args.data_root))
+    else:
+        extra = teacher_labeled(str(teacher), Path(args.data_root)) if teacher else 0
+    partial_train, arcs = None, {}
+    if getattr(args, "partial_arcs", None) is not None:
+        partial_train = Path(args.output) / args.treebank / stage_name(objective, size, args) / f"seed{seed}" / "train.partial.conllu"
+        source = DependencyDataModule(treebank=args.treebank, root=args.data_root).path("train")
+        arcs = {"partial_arcs": args.partial_arcs,
+                "extra_arcs": write_partial_train(source, size, args.partial_arcs, seed, partial_train)}
+    stage = cell_stage(objective, size, [seed], args, teacher_checkpoint=teacher, partial_train=partial_train)
+    return train_cells([(stage, objective, None)], size, args, record, extra, arcs)[0]
+
+
+def test_scores(run: Run, args: argparse.Namespace) -> dict[str, float]:
+    """Parse ``--treebank``'s test file with the run's best checkpoint (beside it, in its
+    folder) and score it: UAS, LAS, CLAS, and UPOS when the run trained a tagger."""
+    test = DependencyDataModule(treebank=args.treebank, root=args.data_root).path("test")
+    predicted = run.directory.parents[1] / "test.pred.conllu"
+    tagged = trains_tagger(run.config()["model"])  # then UPOS is predicted too, and scored
+    subprocess.run([sys.executable, "-m", "parser.predict", str(run.best.resolve()), str(Path(test).resolve()),
+                    str(predicted.resolve()), *(["--overwrite-upos"] if tagged else [])], check=True, cwd=ROOT)
+    scores = evaluate(test, predicted)
+    if not tagged:
+        del scores["upos"]  # the test file's own tags, copied through
+    return {k: round(v, 2) for k, v in scores.items()}
 
 
 def write_partial_train(source: Path, size: int, share: float, seed: int, output: Path) -> int:
@@ -171,42 +247,35 @@ def teacher_labeled(teacher: str, data_root: Path) -> int:
     try:
         files = DependencyDataModule(treebank=data.get("treebank"), root=data.get("root") or str(data_root),
                                      train=data.get("train")).paths("train")
-        blocks = [block for train in files for block in train.read_text(encoding="utf-8").split("\n\n")]
-        sentences = sum(1 for block in blocks if any(line and not line.startswith("#") for line in block.splitlines()))
+        sentences = sum(1 for train in files for _ in records(train, text=False))
     except Exception:  # noqa: BLE001 - the training files are not here
         return int(limit or 0)
     return min(sentences, limit) if limit else sentences
 
 
-def other_treebank_teacher(args: argparse.Namespace, record) -> Path:
+def other_treebank_teacher(args: argparse.Namespace, record: Callable[[dict], None]) -> Path:
     """The cross_treebank teacher: ``--teacher-config`` (``configs/likelihood.yaml``) with
     ``--teacher-args`` on all of ``--teacher-treebank`` (seed 1; several treebanks: their
-    files one after the other, dev included), trained once per output folder, config and
-    overrides; its test score on ``--treebank`` (no target data at all) is recorded as a
-    row of its own."""
+    files one after the other, dev included), a pipeline of one stage trained once per output
+    folder, config and overrides; its test score on ``--treebank`` (no target data at all) is
+    recorded as a row of its own."""
     treebanks = [args.teacher_treebank] if isinstance(args.teacher_treebank, str) else args.teacher_treebank
-    config = Path(getattr(args, "teacher_config", TEACHER_CONFIG))
-    teacher_args = getattr(args, "teacher_args", "")
-    out = Path(args.output) / f"teacher-{folder_name(' '.join((teacher_name(args), str(config), teacher_args)).strip())}"
-    best = out / config.stem / "version_0" / "checkpoints" / "best.ckpt"
-    if (ROOT / best).exists():
-        return best
-    command = ["train.py", "fit", "--config", str(config), "--seed_everything", "1", "--data.seed", "1",
-               "--data.treebank", treebanks[0] if len(treebanks) == 1 else json.dumps(treebanks),
-               "--data.root", str(args.data_root), "--trainer.default_root_dir", str(out),
-               *shlex.split(teacher_args)]
-    recorded = provenance(command)
-    start = time.perf_counter()
-    subprocess.run([sys.executable, *command], check=True, cwd=ROOT)
-    seconds = time.perf_counter() - start
-    test = DependencyDataModule(treebank=args.treebank, root=args.data_root).path("test")
-    predicted = out / "test.pred.conllu"
-    subprocess.run([sys.executable, "-m", "parser.predict", str(best), str(test), str(predicted)], check=True, cwd=ROOT)
-    scores = {k: round(v, 2) for k, v in evaluate(test, predicted).items() if k != "upos"}
-    record({"objective": "cross_treebank", "variant": f"teacher alone ({teacher_name(args)})", "labeled": 0, "seed": 1,
-            "train_seconds": round(seconds), "max_steps": None, **scores, "treebank": args.treebank,
-            "extra_labeled": teacher_labeled(str(best), Path(args.data_root)), **recorded})
-    return best
+    config = getattr(args, "teacher_config", TEACHER_CONFIG)
+    teacher_args = getattr(args, "teacher_args", [])
+    stage = Stage(f"teacher-{folder_name([teacher_name(args), str(config), *teacher_args])}", str(config), (1,),
+                  ("--data.treebank", treebanks[0] if len(treebanks) == 1 else json.dumps(treebanks), *teacher_args),
+                  data="own")
+    output = Path(args.output)
+    trained = finished(output / stage.name / "seed1") is None  # parser.pipeline's folder of the run
+    pipeline = Pipeline([stage], stage.name)
+    run_pipeline(pipeline, args.treebank, output, str(args.data_root), say=lambda line: print(line, flush=True))
+    run = pipeline.results[stage.name][0]
+    key = {"objective": "cross_treebank", "variant": f"teacher alone ({teacher_name(args)})", "labeled": 0, "seed": 1}
+    if trained or recorded_row(Path(args.results), {**key, "treebank": args.treebank}) is None:
+        record({**key, "train_seconds": round(run.usage().get("seconds", 0)), "max_steps": None,
+                **test_scores(run, args), "treebank": args.treebank,
+                "extra_labeled": teacher_labeled(str(run.best), Path(args.data_root)), **run.provenance()})
+    return run.best
 
 
 def teacher_name(args: argparse.Namespace) -> str:
@@ -214,111 +283,16 @@ def teacher_name(args: argparse.Namespace) -> str:
     return args.teacher_treebank if isinstance(args.teacher_treebank, str) else "+".join(args.teacher_treebank)
 
 
-def recorded_cell(results: Path, row_key: dict, out: Path) -> tuple[dict, Path] | None:
-    """The row of ``results`` with these key fields and the best checkpoint under ``out``, if
-    both are still there: the driver resumes a grid (or adds a round, a recipe) without
-    training a recorded cell again."""
+def recorded_row(results: Path, key: dict) -> dict | None:
+    """The row of ``results`` with these key fields, if there is one: the driver resumes a
+    grid (or adds a round, a recipe) without scoring a recorded run again."""
     if not results.exists():
         return None
     for line in results.read_text(encoding="utf-8").splitlines():
         row = json.loads(line) if line.strip() else {}
-        if all(row.get(key) == value for key, value in row_key.items()):
-            runs = sorted((ROOT / out).glob("*/version_*/checkpoints/best.ckpt"), key=lambda p: p.stat().st_mtime)
-            if runs:
-                return row, runs[-1]
+        if all(row.get(field) == value for field, value in key.items()):
+            return row
     return None
-
-
-def cell_args(objective: str, args: argparse.Namespace) -> str:
-    """A cell's ``train.py`` overrides: ``--train-args``, then ``--student-args`` for the
-    recipes that learn from a teacher (so that a self-distillation student can change its
-    terms while its teacher stays the supervised cell of the same ``--train-args``)."""
-    student_args = getattr(args, "student_args", "") if objective in DISTILLING else ""
-    return f"{args.train_args} {student_args}".strip()
-
-
-def self_training_cell(objective: str, size: int | str, seed: int, round_: int, args: argparse.Namespace,
-                       record: Callable[[dict], None], cells: dict[tuple, Path]) -> Path:
-    """The best checkpoint of round ``round_`` of a self-training lineage (round 0: the supervised
-    cell), trained after its teachers unless recorded; ``cells`` keeps those already found. Its
-    teacher: the previous round of the same seed; for round 1 with ``--ensemble-seeds``, their
-    supervised cells; for every round with ``--committee``, the previous round's cells of those seeds."""
-    key = (objective if round_ else "supervised", size, seed, round_)
-    if key in cells:
-        return cells[key]
-    if round_ == 0:
-        row, checkpoint, new = run_cell("supervised", size, seed, args)
-    else:
-        if args.ensemble_seeds and (round_ == 1 or args.committee):
-            teacher = [str(self_training_cell(objective, size, other, round_ - 1, args, record, cells))
-                       for other in args.ensemble_seeds]
-        else:
-            teacher = str(self_training_cell(objective, size, seed, round_ - 1, args, record, cells))
-        row, checkpoint, new = run_cell(objective, size, seed, args, teacher, round_)
-    if new:
-        record(row)
-    cells[key] = checkpoint
-    return checkpoint
-
-
-def run_cell(objective: str, size: int | str, seed: int, args: argparse.Namespace,
-             teacher: str | list[str] | None = None, round_: int | None = None) -> tuple[dict, Path, bool]:
-    """Train one cell, parse the test set with its best checkpoint; its row, that checkpoint,
-    and whether the row is new (False: the cell was in ``--results`` already and is reused).
-    ``teacher``/``round_``: a self-distillation round's teacher (the previous student, or
-    round 1's ensemble of ``--ensemble-seeds``)."""
-    train_args = cell_args(objective, args)
-    variant = folder_name(train_args)
-    partial = f"-partial{args.partial_arcs}" if args.partial_arcs is not None else ""
-    ensemble = getattr(args, "ensemble_seeds", None) if round_ is not None else None
-    committee = bool(ensemble) and getattr(args, "committee", False) and round_ > 1
-    lineage = f"{'c' if committee else 'e'}{'_'.join(map(str, ensemble))}" if ensemble else ""  # e1_2_3, not e123
-    # one folder per treebank: a recorded cell's checkpoint is never another treebank's
-    out = (Path(args.output) / args.treebank
-           / f"{objective}{'' if round_ is None else round_}{lineage}-k{size}{partial}-s{seed}{variant}")
-    label = train_args if round_ is None else f"round {round_}" + (
-        f" {'committee' if committee else 'teachers'} of seeds {' '.join(map(str, ensemble))}" if ensemble else ""
-    ) + (f" {train_args}" if train_args else "")
-    if partial:
-        label = f"partial_arcs {args.partial_arcs}" + (f" {label}" if label else "")
-    if objective == "cross_treebank":
-        label = f"teacher {teacher_name(args)}" + (f" {train_args}" if train_args else "")
-    key = {"objective": objective, "variant": label, "labeled": size, "seed": seed, "treebank": args.treebank}
-    if (reused := recorded_cell(Path(args.results), key, out)) is not None:
-        print(f"reusing {out}: already in {args.results}", flush=True)
-        return *reused, False
-    partial_train, kept = None, 0
-    if partial:  # the file is built at run time, never committed
-        partial_train = out / "train.partial.conllu"
-        source = DependencyDataModule(treebank=args.treebank, root=args.data_root).path("train")
-        kept = write_partial_train(source, size, args.partial_arcs, seed, ROOT / partial_train)
-    command = train_command(objective, size, seed, args.treebank, out, teacher or args.teacher, train_args,
-                            args.data_root, partial_train)
-    recorded = provenance(command)
-    start = time.perf_counter()
-    subprocess.run([sys.executable, *command], check=True, cwd=ROOT)
-    train_seconds = time.perf_counter() - start
-    runs = sorted((ROOT / out / RECIPES[objective]).glob("version_*"), key=lambda p: int(p.name.split("_")[1]))
-    run = runs[-1]
-    best = run / "checkpoints" / "best.ckpt"
-    config = yaml.safe_load((run / "config.yaml").read_text(encoding="utf-8"))
-    test = DependencyDataModule(treebank=args.treebank, root=args.data_root).path("test")
-    predicted = out / "test.pred.conllu"
-    tagged = trains_tagger(config["model"])  # then UPOS is predicted too, and scored
-    subprocess.run([sys.executable, "-m", "parser.predict", str(best), str(test), str(predicted),
-                    *(["--overwrite-upos"] if tagged else [])], check=True, cwd=ROOT)
-    scores = evaluate(test, predicted)
-    if not tagged:
-        del scores["upos"]  # the test file's own tags, copied through
-    if objective == "kl":
-        extra = args.teacher_labeled if args.teacher_labeled is not None else teacher_labeled(args.teacher, Path(args.data_root))
-    elif objective == "cross_treebank":
-        extra = teacher_labeled(str(teacher), Path(args.data_root))
-    else:
-        extra = 0
-    arcs = {"partial_arcs": args.partial_arcs, "extra_arcs": kept} if partial else {}
-    return {**key, "train_seconds": round(train_seconds), "max_steps": config["trainer"]["max_steps"],
-            **{k: round(v, 2) for k, v in scores.items()}, "extra_labeled": extra, **arcs, **recorded}, best, True
 
 
 def trains_tagger(model_config: dict) -> bool:
@@ -369,7 +343,7 @@ def _size(size: int | str) -> float:
 
 def _order(recipe: tuple[str, str]) -> tuple[int, str]:
     """Recipes as the table lists them: by objective, then by overrides."""
-    return list(RECIPES).index(recipe[0]), recipe[1]
+    return list(OBJECTIVES).index(recipe[0]), recipe[1]
 
 
 def ceiling(cells: Cells, treebank: str) -> tuple[float | None, str]:
@@ -446,9 +420,9 @@ def _options(variant: str) -> tuple[list[str], list[str]]:
     list as its objectives (``terms Likelihood+TagLikelihood+Distillation(labeled)``) and
     ``--tagger``'s term as ``tagger``."""
     try:
-        words = shlex.split(variant.replace(TAGGER, "--tagger"))
+        words = shlex.split(variant.replace(shlex.join(TAGGER), "--tagger"))
     except ValueError:  # an unbalanced quote: the words as they are
-        words = variant.replace(TAGGER, "--tagger").split()
+        words = variant.replace(shlex.join(TAGGER), "--tagger").split()
     first = next((i for i, word in enumerate(words) if word.startswith("--")), len(words))
     options: list[list[str]] = []
     for word in words[first:]:
@@ -563,9 +537,9 @@ def _labeled_size(text: str) -> int | str:
     return ALL if text == ALL else int(text)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     cli = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    cli.add_argument("--objectives", nargs="+", default=list(RECIPES), choices=list(RECIPES))
+    cli.add_argument("--objectives", nargs="+", default=list(OBJECTIVES), choices=list(OBJECTIVES))
     cli.add_argument("--sizes", nargs="+", type=_labeled_size, default=[100, 1000],
                      help="labeled sentences per cell (K); 'all' for every training sentence (a full-data row)")
     cli.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3])
@@ -573,7 +547,7 @@ def main() -> None:
     cli.add_argument("--data-root", default=os.environ.get("UD_DIR", "data/ud"))
     cli.add_argument("--teacher", help="checkpoint of a parser trained on all of train (for kl)")
     cli.add_argument("--teacher-config", default=TEACHER_CONFIG, help="the cross_treebank teacher's recipe")
-    cli.add_argument("--teacher-args", default="", help="train.py overrides of the cross_treebank teacher, e.g. "
+    cli.add_argument("--teacher-args", type=shlex.split, default=[], help="train.py overrides of the cross_treebank teacher, e.g. "
                      "'--model.encoder multilingual-e5-small'")
     cli.add_argument("--teacher-treebank", nargs="+", default=["UD_English-LinES"],
                      help="the treebank a cross_treebank teacher trains on (all of its train file)")
@@ -584,10 +558,11 @@ def main() -> None:
                      "ensemble of the previous round's cells of those seeds (trained too), not round 1's only")
     cli.add_argument("--teacher-labeled", type=int, help="labeled sentences the teacher trained on, recorded as a kl "
                      "row's extra_labeled (default: read from the teacher's checkpoint, 0 if it does not say)")
-    # the recipe of every cell is its config (RECIPES); change it here, recorded as the row's variant
-    cli.add_argument("--train-args", default="", help="train.py overrides on top of the recipe's config, "
+    # the recipe of every cell is its config (OBJECTIVES); change it here, recorded as the row's variant.
+    # Overrides are one string each on the command line, split here once into train.py's arguments.
+    cli.add_argument("--train-args", type=shlex.split, default=[], help="train.py overrides on top of the recipe's config, "
                      "e.g. '--model.encoder_lr 1e-4'")
-    cli.add_argument("--student-args", default="", help="train.py overrides of the cells that learn from a teacher "
+    cli.add_argument("--student-args", type=shlex.split, default=[], help="train.py overrides of the cells that learn from a teacher "
                      "only (kl, self_distill, ..., after --train-args), e.g. a labeled Distillation term")
     cli.add_argument("--tagger", action="store_true", help="add a UPOS tagging term (objectives.TagLikelihood) to "
                      "the recipe: the first of --train-args")
@@ -599,9 +574,9 @@ def main() -> None:
     cli.add_argument("--figure", help="where --report draws the results (.png, .svg or .html; default: "
                      "--results with .png)")
     cli.add_argument("--report", action="store_true", help="only print the table of --results and draw --figure")
-    args = cli.parse_args()
+    args = cli.parse_args(argv)
     if args.tagger:
-        args.train_args = f"{TAGGER} {args.train_args}".strip()
+        args.train_args = [*TAGGER, *args.train_args]
     results = Path(args.results)
     if not args.report:
         if "kl" in args.objectives and not args.teacher:
@@ -621,20 +596,13 @@ def main() -> None:
             print(json.dumps(row), flush=True)
 
         for size in args.sizes:
-            cells: dict[tuple, Path] = {}  # (objective, size, seed, round) -> best checkpoint: self-training's teachers
             for seed in args.seeds:
                 for objective in args.objectives:
-                    if objective == "cross_treebank":
-                        teacher = other_treebank_teacher(args, record)
-                        row, _, new = run_cell(objective, size, seed, args, str(teacher))
-                    elif objective not in SELF_TRAINING:
-                        row, cells[objective, size, seed, 0], new = run_cell(objective, size, seed, args)
-                    else:
-                        for round_ in range(1, args.rounds + 1):
-                            self_training_cell(objective, size, seed, round_, args, record, cells)
+                    if objective not in SELF_TRAINING:
+                        train_cell(objective, size, seed, args, record)
                         continue
-                    if new:
-                        record(row)
+                    for round_ in range(1, args.rounds + 1):  # the earlier stages of each are reused
+                        train_cells(self_training(objective, size, seed, round_, args), size, args, record)
     print(report(results))
     print(f"figure: {figure(results, Path(args.figure) if args.figure else results.with_suffix('.png'))}")
 

@@ -3,35 +3,33 @@
     python -m benchmarks.small_treebank [--treebank UD_Wolof-WTB] [--ablate layer_mix word_dropout tagger]
     python -m benchmarks.small_treebank --train-args "--trainer.max_epochs 8"   # a recipe variant
 
-Each run trains ``train.py fit --config configs/small_treebank.yaml`` with only the
-treebank, the output folder and the run's overrides added (the recipe as shipped; each
-``--ablate NAME`` also runs it without one ingredient, ``ABLATIONS``), counting the CPU
-minutes of the training process. With its ``best.ckpt`` it then chooses the crossing
+Each run trains ``train.py fit --config configs/small_treebank.yaml`` (``parser.runs.fit``)
+with only the treebank, the output folder and the run's overrides added (the recipe as
+shipped; each ``--ablate NAME`` also runs it without one ingredient, ``ABLATIONS``), counting
+the CPU minutes of the training process. With its ``best.ckpt`` it then chooses the crossing
 margin on dev (the best dev LAS, :func:`parser.crossing_margin.best`), parses dev and test
 three ways (``mst``, ``eisner``, ``margin``) with ``parser.predict`` and scores them with
 ``parser.evaluate``: LAS and friends, the share of non-projective predicted trees beside
 gold's, and the head accuracy of words on predicted crossing arcs. One JSON line per run and
 decoder goes to ``--results`` (with the commit and the exact commands); a run whose
-treebank, recipe and ``variant`` are already there is skipped, so a stopped grid resumes.
+treebank, recipe and ``variant`` are already there is skipped, so a stopped grid resumes
+(and a run that finished but was not scored is scored without training again).
 Runs write under ``--output``/TREEBANK/VARIANT.
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
 import dataclasses
 import json
 import os
 import shlex
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import yaml
 
-from benchmarks.low_resource import ROOT, folder_name, provenance, trains_tagger
+from benchmarks.common import folder_name
+from benchmarks.low_resource import trains_tagger
 from parser.crossing_margin import best, sweep
 from parser.data.datamodule import DependencyDataModule
 from parser.evaluate import crossings, evaluate
@@ -39,15 +37,16 @@ from parser.model import Parser
 from parser.network import EncoderOptions
 from parser.predict import predict
 from parser.data.sentences import read_conllu
+from parser.runs import RECIPES, config_path, fit
 
-RECIPE = "configs/small_treebank.yaml"
-# an ingredient of the recipe -> the override that removes it
+RECIPE = f"configs/{RECIPES['small_treebank']}"
+# an ingredient of the recipe -> the overrides that remove it
 ABLATIONS = {
-    "layer_mix": "--model.encoder_options.layer_mix false",
-    "characters": "--model.encoder_options.characters 0",
-    "word_dropout": "--model.encoder_options.word_dropout 0.0",
-    "tagger": shlex.join(['--model.terms=[{"objective": "objectives.Likelihood"}]']),
-    "lstm": "--model.encoder_options.lstm_layers 0",
+    "layer_mix": ["--model.encoder_options.layer_mix", "false"],
+    "characters": ["--model.encoder_options.characters", "0"],
+    "word_dropout": ["--model.encoder_options.word_dropout", "0.0"],
+    "tagger": ['--model.terms=[{"objective": "objectives.Likelihood"}]'],
+    "lstm": ["--model.encoder_options.lstm_layers", "0"],
 }
 DECODERS = ("mst", "eisner", "margin")
 # UDPipe 2's published test (UAS, LAS) with gold tokenisation, UD 2.17 models (251125), the
@@ -61,26 +60,16 @@ UDPIPE2 = {
 }
 
 
-def train(args: argparse.Namespace, variant: str) -> dict:
-    """Train one run of the recipe with ``variant`` (overrides); its checkpoint, config and costs."""
-    out = Path(args.output) / args.treebank / (folder_name(variant) or "recipe")  # never another treebank's run
-    command = ["train.py", "fit", "--config", args.config, "--data.treebank", args.treebank,
-               "--data.root", str(args.data_root), "--trainer.default_root_dir", str(out), *shlex.split(variant)]
-    recorded = provenance(command)
-    start = time.perf_counter()
-    process = subprocess.Popen([sys.executable, *command], cwd=ROOT)
-    _, status, usage = os.wait4(process.pid, 0)  # this process's own CPU time and peak memory
-    wall = time.perf_counter() - start
-    process.returncode = os.waitstatus_to_exitcode(status)
-    if process.returncode:
-        raise subprocess.CalledProcessError(process.returncode, command)
-    run = max((ROOT / out / Path(args.config).stem).glob("version_*"), key=lambda p: int(p.name.split("_")[1]))
-    config = yaml.safe_load((run / "config.yaml").read_text(encoding="utf-8"))
-    with (run / "metrics.csv").open(encoding="utf-8") as file:
-        steps = max((int(row["step"]) for row in csv.DictReader(file) if row.get("step")), default=-1) + 1
-    return {"best": run / "checkpoints" / "best.ckpt", "config": config, "steps": steps,
-            "cpu_minutes": round((usage.ru_utime + usage.ru_stime) / 60, 1), "wall_minutes": round(wall / 60, 1),
-            "peak_rss_gb": round(usage.ru_maxrss / 1e6, 2), **recorded}
+def train(args: argparse.Namespace, overrides: list[str]) -> dict:
+    """Train one run of the recipe with ``overrides`` (or reuse the one that finished in its
+    folder); its checkpoint, config and costs, and what trained it."""
+    out = Path(args.output) / args.treebank / (folder_name(overrides) or "recipe")  # never another treebank's run
+    run = fit(config_path(args.config), ["--data.treebank", args.treebank, "--data.root", str(args.data_root), *overrides],
+              out)
+    usage = run.usage()
+    return {"best": run.best, "config": run.config(), "steps": run.steps(),
+            "cpu_minutes": round(usage["cpu_seconds"] / 60, 1), "wall_minutes": round(usage["seconds"] / 60, 1),
+            "peak_rss_gb": round(usage["peak_rss_bytes"] / 1024 / 1e6, 2), **run.provenance()}
 
 
 def decoder_options(decoder: str, margin: float) -> dict:
@@ -142,7 +131,7 @@ def _run_name(row: dict) -> str:
     ablation = row.get("ablation") or ""
     overrides = row.get("variant", "")
     if ablation:
-        overrides = overrides.replace(ABLATIONS[ablation], "", 1).strip()
+        overrides = overrides.replace(shlex.join(ABLATIONS[ablation]), "", 1).strip()
     name = f"without {ablation}" if ablation else "recipe"
     return f"{name}{f' + `{overrides}`' if overrides else ''} ({row['commit'][:7]})"
 
@@ -175,14 +164,14 @@ def report(results: Path) -> str:
 def absent_ingredients(config: str, names: list[str]) -> list[str]:
     """The ingredients among ``names`` that the recipe ``config`` does not use: no tagging
     term, or encoder options (where the config is silent, their defaults) at the override's value."""
-    model = yaml.safe_load((ROOT / config).read_text(encoding="utf-8")).get("model", {})
+    model = yaml.safe_load(config_path(config).read_text(encoding="utf-8")).get("model", {})
     options = {**dataclasses.asdict(EncoderOptions()), **(model.get("encoder_options") or {})}
     absent = []
     for name in names:
         if name == "tagger":
             absent += [] if trains_tagger(model) else [name]
             continue
-        flag, value = ABLATIONS[name].split()
+        flag, value = ABLATIONS[name]
         if options[flag.removeprefix("--model.encoder_options.")] == yaml.safe_load(value):
             absent.append(name)
     return absent
@@ -196,7 +185,8 @@ def main(argv: list[str] | None = None) -> None:
     cli.add_argument("--ablate", nargs="*", default=[], choices=sorted(ABLATIONS),
                      help="also run the recipe without each of these ingredients")
     cli.add_argument("--no-recipe", action="store_true", help="run only the ablations, not the recipe itself")
-    cli.add_argument("--train-args", default="", help="train.py overrides added to every run (recorded in its variant)")
+    cli.add_argument("--train-args", type=shlex.split, default=[],
+                     help="train.py overrides added to every run, one string (recorded in its variant)")
     cli.add_argument("--output", default="runs/small_treebank")
     cli.add_argument("--results", default="runs/small_treebank/results.jsonl")
     cli.add_argument("--report", action="store_true", help="only print the table of --results")
@@ -209,15 +199,16 @@ def main(argv: list[str] | None = None) -> None:
     absent = absent_ingredients(args.config, args.ablate)
     if absent:
         cli.error(f"{args.config} has no {', '.join(absent)} to remove (already "
-                  f"{', '.join(ABLATIONS[name] for name in absent)})")
-    runs = ([] if args.no_recipe else [("", "")]) + [(name, ABLATIONS[name]) for name in args.ablate]
+                  f"{', '.join(shlex.join(ABLATIONS[name]) for name in absent)})")
+    runs = ([] if args.no_recipe else [("", [])]) + [(name, ABLATIONS[name]) for name in args.ablate]
     done = recorded_variants(results, args.treebank, args.config)
     for ablation, override in runs:
-        variant = " ".join(part for part in (override, args.train_args) if part)
+        overrides = [*override, *args.train_args]
+        variant = shlex.join(overrides)
         if variant in done:
             print(f"skipping {variant or 'the recipe'}: already in {results}", flush=True)
             continue
-        for row in score_run(args, ablation, variant, train(args, variant)):
+        for row in score_run(args, ablation, variant, train(args, overrides)):
             with results.open("a", encoding="utf-8") as file:
                 file.write(json.dumps(row) + "\n")
             print(json.dumps(row), flush=True)

@@ -18,27 +18,18 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import subprocess
-from datetime import date
 from pathlib import Path
 
+from benchmarks.common import ROOT, provenance
 from parser.cli import run_reporting_errors
 from parser.data.datamodule import DependencyDataModule
 from parser.evaluate import evaluate
 from parser.predict import predict
 from parser.runs import FINISHED, finished
+from parser.training.callbacks import MONITOR
 
-ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "docs" / "results" / "transfer.jsonl"
 STAGES = ("zero-shot", "target_only", "finetuned", "start", "student")  # the table's order
-
-
-def commit() -> str:
-    """The commit of the work tree, with ``+dirty`` when it has uncommitted changes."""
-    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, capture_output=True,
-                           text=True).stdout.strip()
-    return head + ("+dirty" if dirty else "")
 
 
 def test_scores(checkpoint: Path, test_file: Path, scratch: Path) -> dict[str, float]:
@@ -66,19 +57,20 @@ def record(treebank: str, output: Path, results: Path, zero_shot: Path | None, r
         if (treebank, key) in known:
             continue
         if folder is None:
-            row = {"stage": stage, "seed": None, "run": key, "command": f"python -m benchmarks.transfer record "
-                   f"--treebank {treebank} --output {relative(output)} --zero-shot {key}"}
             checkpoint = zero_shot
+            row = {"stage": stage, "seed": None, "run": key, **provenance(
+                ["-m", "benchmarks.transfer", "record", "--treebank", treebank, "--output", relative(output),
+                 "--zero-shot", key])}
         else:
-            done = json.loads((folder / FINISHED).read_text())
             run = finished(folder)
-            checkpoint = run.best
+            checkpoint, usage = run.best, run.usage()
             row = {"stage": stage, "seed": int(folder.name.removeprefix("seed")), "run": key,
-                   "dev_las": round(done["dev"].get("val/las", float("nan")), 2),
-                   **{k: done[k] for k in ("cpu_minutes", "wall_minutes", "peak_rss_mib") if k in done},
-                   "command": done.get("command", "")}
+                   "dev_las": round(run.dev().get(MONITOR, float("nan")), 2),
+                   "cpu_minutes": round(usage.get("cpu_seconds", float("nan")) / 60, 1),
+                   "peak_rss_mib": round(usage.get("peak_rss_bytes", float("nan")) / 2**20),
+                   **run.provenance()}  # the commit and command that trained it
         scores = test_scores(checkpoint, test_file, output / "test" / f"{stage}-{row['seed']}.conllu")
-        row = {"treebank": treebank, **row, **scores, "commit": commit(), "date": date.today().isoformat()}
+        row = {"treebank": treebank, **row, **scores}
         with open(results, "a") as lines:
             lines.write(json.dumps(row) + "\n")
         rows.append(row)

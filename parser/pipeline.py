@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import shlex
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -44,12 +43,9 @@ from objectives.conventions import ConfigurationError
 
 from parser.cli import run_reporting_errors
 from parser.data.datamodule import DependencyDataModule
-from parser.runs import TRAIN, Run, RunFailed, fit, fit_command, mean_dev_las
+from parser.runs import Run, RunFailed, config_path, fit, fit_command, mean_dev_las, shell_line
 from parser.training.checkpoint import check_checkpoint_path
 from parser.training.callbacks import MONITOR
-
-REPOSITORY = TRAIN.parent
-
 
 @dataclass(frozen=True)
 class Stage:
@@ -75,12 +71,6 @@ class Pipeline:
     stages: list[Stage]
     final: str
     results: dict[str, list[Run]] = field(default_factory=dict)
-
-
-def config_path(name: str) -> Path:
-    """A config as given, else under the repository (``configs/x.yaml`` from any folder)."""
-    path = Path(name)
-    return path if path.is_file() or path.is_absolute() else REPOSITORY / path
 
 
 def read_pipeline(path: str | Path, until: str | None = None) -> Pipeline:
@@ -173,7 +163,7 @@ def run(pipeline: Pipeline, treebank: str, output: Path, root: str | None = None
             folder = output / stage.name / f"seed{seed}"
             overrides = stage_overrides(stage, seed, treebank, root, checkpoints)
             if dry_run:
-                say(shlex.join(["python", "train.py", *fit_command(config_path(stage.config), overrides, folder)[2:]]))
+                say(shell_line(fit_command(config_path(stage.config), overrides, folder)))
                 results[stage.name].append(Run(folder / config_path(stage.config).stem / "version_0"))  # where it will be
                 continue
             say(f"stage {i}/{len(pipeline.stages)} {stage.name}, seed {seed}: training in {folder}")

@@ -1,6 +1,7 @@
 """One way to run a run: ``python train.py fit`` in a process of its own, in a folder of its own,
 and what it leaves there (:class:`Run`). A folder's run that finished is reused; one that was
-stopped resumes from its ``last.ckpt``."""
+stopped resumes from its ``last.ckpt``. Every shipped recipe has one name (``RECIPES``), the
+name ``train.py --objective`` and the benchmarks use."""
 
 from __future__ import annotations
 
@@ -14,14 +15,32 @@ import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import date
 from pathlib import Path
+
+import yaml
 
 from objectives.conventions import ConfigurationError
 
 from parser.training.callbacks import MONITOR
 
 TRAIN = Path(__file__).resolve().parents[1] / "train.py"
+REPOSITORY = TRAIN.parent
+CONFIGS = REPOSITORY / "configs"
 FINISHED = "finished.json"  # written in a run's folder when train.py ended well
+# A shipped recipe's one name -> its config in configs/ (train.py --objective NAME, the benchmarks)
+RECIPES = {
+    "likelihood": "likelihood.yaml",  # the full-data EWT recipe
+    "likelihood_low_resource": "likelihood_low_resource.yaml",  # the same on K labeled sentences
+    "risk": "risk.yaml",
+    "entropy": "entropy.yaml",
+    "kl": "distill.yaml",  # needs --model.teacher, as the next two
+    "sample_distill": "sample_distill.yaml",
+    "ge_teacher": "ge_teacher.yaml",
+    "ge": "ge.yaml",
+    "combined": "combined.yaml",
+    "small_treebank": "small_treebank.yaml",
+}
 
 
 class RunFailed(RuntimeError):
@@ -63,6 +82,70 @@ class Run:
         best = max(rows, key=lambda row: float(row[MONITOR]))
         return {"step": int(best["step"]), **{k: float(v) for k, v in best.items() if k.startswith("val/") and v}}
 
+    def config(self) -> dict:
+        """The run's whole configuration (its ``config.yaml``, defaults filled in)."""
+        return yaml.safe_load((self.directory / "config.yaml").read_text(encoding="utf-8"))
+
+    def steps(self) -> int:
+        """Optimizer steps the run logged (0 before any)."""
+        path = self.directory / "metrics.csv"
+        if not path.is_file():
+            return 0
+        with open(path, newline="") as lines:
+            return max((int(row["step"]) for row in csv.DictReader(lines) if row.get("step")), default=-1) + 1
+
+    def provenance(self) -> dict:
+        """What trained it, as :func:`fit` recorded it: ``commit``, ``command`` (the shell line,
+        from the repository) and ``date``; {} for a run :func:`fit` did not train."""
+        return _marker(self).get("provenance", {})
+
+    def usage(self) -> dict:
+        """The costs of the train.py process that finished it: ``seconds`` (wall clock),
+        ``cpu_seconds`` and ``peak_rss_bytes``; {} for a run :func:`fit` did not train."""
+        return _marker(self).get("usage", {})
+
+
+def _marker(run: Run) -> dict:
+    """The ``finished.json`` of a run's folder ({} if none)."""
+    path = run.directory.parents[1] / FINISHED if len(run.directory.parents) > 1 else None
+    return json.loads(path.read_text()) if path and path.is_file() else {}
+
+
+def recipe(name: str) -> Path:
+    """The config of a recipe of ``RECIPES``, as :func:`config_path` finds it."""
+    if name not in RECIPES:
+        raise ConfigurationError(f"no recipe {name!r} (known: {', '.join(RECIPES)})")
+    return config_path(f"configs/{RECIPES[name]}")
+
+
+def config_path(name: str | Path) -> Path:
+    """A config as given, else under the repository (``configs/x.yaml`` from any folder)."""
+    path = Path(name)
+    return path if path.is_file() or path.is_absolute() else REPOSITORY / path
+
+
+def commit() -> str:
+    """``git rev-parse HEAD`` of the repository, with ``+dirty`` when its work tree has changes
+    not committed (tracked or untracked files); ``unknown`` outside a git checkout."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPOSITORY, capture_output=True, text=True,
+                              check=True).stdout.strip()
+        status = subprocess.run(["git", "status", "--porcelain"], cwd=REPOSITORY, capture_output=True, text=True,
+                                check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return head + ("+dirty" if status.strip() else "")
+
+
+def shell_line(command: Sequence[str], environment: dict[str, str] | None = None) -> str:
+    """A ``python ...`` command as one types it in the repository: ``python train.py fit ...``
+    for :func:`fit_command`'s, prefixed with the thread count when ``OMP_NUM_THREADS`` is set."""
+    threads = (os.environ if environment is None else environment).get("OMP_NUM_THREADS")
+    arguments = list(command[1:])
+    if arguments and arguments[0] == str(TRAIN):
+        arguments[0] = "train.py"
+    return (f"OMP_NUM_THREADS={threads} " if threads else "") + shlex.join(["python", *arguments])
+
 
 def fit_command(config: str | Path, overrides: Sequence[str], folder: Path, resume: Path | None = None) -> list[str]:
     """The ``train.py fit`` command of a run in ``folder`` (resuming from ``resume``)."""
@@ -82,11 +165,25 @@ def stopped(folder: Path) -> Run | None:
     return Run(runs[-1].parents[1]) if runs else None
 
 
+def launch(command: Sequence[str], log: Path, environment: dict[str, str]) -> tuple[int, dict]:
+    """Run ``command`` with its output appended to ``log``; its exit status and its own costs
+    (:meth:`Run.usage`)."""
+    with open(log, "a") as output:
+        start = time.perf_counter()
+        process = subprocess.Popen(list(command), stdout=output, stderr=subprocess.STDOUT, env=environment)
+        _, status, usage = os.wait4(process.pid, 0)  # this process's own CPU time and peak memory
+        seconds = time.perf_counter() - start
+    process.returncode = os.waitstatus_to_exitcode(status)
+    return process.returncode, {"seconds": round(seconds, 1), "cpu_seconds": round(usage.ru_utime + usage.ru_stime, 1),
+                                "peak_rss_bytes": usage.ru_maxrss * 1024}
+
+
 def fit(config: str | Path, overrides: Sequence[str], folder: str | Path, log: Path | None = None,
         threads: int | None = None) -> Run:
     """Train in ``folder`` unless a run finished there (then that run); a run stopped there
     goes on from its ``last.ckpt``. ``train.py``'s output goes to ``log`` (default
-    ``folder/train.log``, appended); RunFailed names it when the run fails."""
+    ``folder/train.log``, appended); RunFailed names it when the run fails. The finished run
+    records its provenance (taken as it starts) and its costs (:meth:`Run.provenance`, :meth:`Run.usage`)."""
     folder = Path(folder)
     if (done := finished(folder)) is not None:
         return done
@@ -96,33 +193,18 @@ def fit(config: str | Path, overrides: Sequence[str], folder: str | Path, log: P
     previous = stopped(folder)
     log = log or folder / "train.log"
     environment = {**os.environ, **({"OMP_NUM_THREADS": str(threads)} if threads else {})}
-    start = time.monotonic()
-    command = fit_command(config, overrides, folder, previous.last if previous else None)
-    with open(log, "a") as output:
-        child = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT, env=environment)
-        _, status, usage = os.wait4(child.pid, 0)
-    code = os.waitstatus_to_exitcode(status)
+    provenance = {"commit": commit(), "command": shell_line(fit_command(config, overrides, folder), environment),
+                  "date": date.today().isoformat()}
+    code, usage = launch(fit_command(config, overrides, folder, previous.last if previous else None), log, environment)
     if code != 0:
         tail = [line for line in log.read_text(errors="replace").splitlines() if line.strip()][-1:]
         raise RunFailed(f"train.py exited with {code} ({tail[0] if tail else 'no output'}); its log: {log}")
     run = stopped(folder)
     if run is None:
         raise RunFailed(f"train.py wrote no checkpoint in {folder}; its log: {log}")
-    cost = {"wall_minutes": round((time.monotonic() - start) / 60, 2),
-            "cpu_minutes": round((usage.ru_utime + usage.ru_stime) / 60, 2),
-            "peak_rss_mib": round(usage.ru_maxrss / 1024, 1)}  # this process, not any it resumed
-    command = shlex.join(["python", "train.py", *command[2:]])
     (folder / FINISHED).write_text(json.dumps({"run": str(run.directory.relative_to(folder)), "dev": run.dev(),
-                                               "command": command, **cost}) + "\n")
+                                               "provenance": provenance, "usage": usage}) + "\n")
     return run
-
-
-def cost(folder: Path) -> dict[str, float]:
-    """What a finished run in ``folder`` cost: wall and CPU minutes, peak RSS (MiB); {} if unknown."""
-    marker = folder / FINISHED
-    if not marker.is_file():
-        return {}
-    return {k: v for k, v in json.loads(marker.read_text()).items() if k in ("wall_minutes", "cpu_minutes", "peak_rss_mib")}
 
 
 def mean_dev_las(runs: Sequence[Run]) -> float:

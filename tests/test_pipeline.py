@@ -117,8 +117,8 @@ def test_a_two_stage_pipeline_trains_scores_saves_and_is_reused(tiny_bert_dir, u
     assert [row[:2] for row in rows] == [["teachers", "seed1"], ["teachers", "seed2"], ["student", "seed1"]]
     assert all(0 <= float(row[3]) <= 100 for row in rows), "\n".join(lines[-6:])  # dev and test LAS of each run
     assert (tmp_path / "out" / "parser" / "parser.json").is_file()
-    cost = runs.cost(tmp_path / "out" / "teachers" / "seed1")
-    assert cost["cpu_minutes"] > 0 and cost["peak_rss_mib"] > 100  # a train.py process's own
+    usage = runs.finished(tmp_path / "out" / "teachers" / "seed1").usage()
+    assert usage["cpu_seconds"] > 0 and usage["peak_rss_bytes"] > 100 * 2**20  # a train.py process's own
     student = runs.finished(tmp_path / "out" / "student" / "seed1")
     hparams = (student.directory / "hparams.yaml").read_text()
     assert "teachers/seed1" in hparams and "teachers/seed2" in hparams  # both teachers taught it
@@ -126,7 +126,7 @@ def test_a_two_stage_pipeline_trains_scores_saves_and_is_reused(tiny_bert_dir, u
     def no_training(*args, **kwargs):
         raise AssertionError("a finished stage trained again")
 
-    monkeypatch.setattr(subprocess, "Popen", no_training)
+    monkeypatch.setattr(runs, "launch", no_training)
     again = pipeline.read_pipeline(path)
     pipeline.run(again, "UD_Tiny", tmp_path / "out", str(root), say=lambda line: None)
     assert again.results["student"] == [student]
@@ -137,13 +137,17 @@ def test_a_stopped_stage_resumes_from_its_last_checkpoint(tmp_path, monkeypatch)
     last = folder / "likelihood" / "version_0" / "checkpoints" / "last.ckpt"
     last.parent.mkdir(parents=True)
     last.write_bytes(b"")  # what a run stopped by a signal leaves
-    commands, popen = [], subprocess.Popen
+    commands = []
 
-    def fake_train(command, **kwargs):
+    def fake_train(command, log, environment):
         commands.append(command)
-        return popen([sys.executable, "-c", "pass"])
+        return 0, {"seconds": 1.0, "cpu_seconds": 0.5, "peak_rss_bytes": 1}
 
-    monkeypatch.setattr(subprocess, "Popen", fake_train)
+    monkeypatch.setattr(runs, "launch", fake_train)
     run = runs.fit(REPO / "configs" / "likelihood.yaml", ["--seed_everything", "1"], folder)
     assert commands[0][-2:] == ["--ckpt_path", str(last)] and run.directory == last.parents[1]
     assert runs.finished(folder) == run  # marked: the next pipeline run reuses it
+    # what trained it (the command without the resume, as typed in the repository) and its costs
+    assert run.provenance()["command"].endswith(f"python train.py fit --config {REPO}/configs/likelihood.yaml "
+                                                f"--seed_everything 1 --trainer.default_root_dir {folder}")
+    assert run.provenance()["commit"] and run.usage()["seconds"] == 1.0

@@ -3,20 +3,22 @@
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 
 import pytest
 
 from benchmarks import small_treebank
+from parser.data.sentences import read_conllu, write_conllu
 
 
 def _treebank(ud_dir: Path, root: Path) -> Path:
     """A UD folder ``root/UD_Tiny-Test`` whose train, dev and test are 30 EWT dev sentences."""
-    blocks = (ud_dir / "UD_English-EWT/en_ewt-ud-dev.conllu").read_text(encoding="utf-8").split("\n\n")
+    sentences = read_conllu(ud_dir / "UD_English-EWT/en_ewt-ud-dev.conllu")[:30]
     folder = root / "UD_Tiny-Test"
     folder.mkdir(parents=True)
     for split in ("train", "dev", "test"):
-        (folder / f"tt_test-ud-{split}.conllu").write_text("\n\n".join(blocks[:30]) + "\n\n", encoding="utf-8")
+        write_conllu(sentences, folder / f"tt_test-ud-{split}.conllu")
     return root
 
 
@@ -42,7 +44,7 @@ def test_the_driver_trains_the_recipe_and_scores_three_decoders(tiny_bert_dir, u
     assert rows[2]["crossing_margin"] is not None and rows[0]["crossing_margin"] is None
 
     assert list((tmp_path / "runs" / "UD_Tiny-Test").iterdir()) == [tmp_path / "runs" / "UD_Tiny-Test" /
-                                                                     small_treebank.folder_name(variant)]
+                                                                     small_treebank.folder_name(shlex.split(variant))]
 
     monkeypatch.setattr(small_treebank, "train", lambda *a: pytest.fail("a recorded variant was trained again"))
     small_treebank.main(argv)

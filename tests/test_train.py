@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -39,7 +38,9 @@ def test_every_objective_config_instantiates(name, tiny_bert_dir):
     cli = train.main(args[1:], run=False)  # no subcommand when run=False
     assert type(cli.model).__name__ == "Parser"
     expected = {"likelihood": "Likelihood", "risk": "Risk", "entropy": "EntropyRegularizer",
-                "kl": "Distillation", "ge": "GeneralizedExpectation", "combined": "EntropyRegularizer"}[name]
+                "kl": "Distillation", "ge": "GeneralizedExpectation", "combined": "EntropyRegularizer",
+                "likelihood_low_resource": "Likelihood", "sample_distill": "SampledSelfTraining",
+                "ge_teacher": "GeneralizedExpectation", "small_treebank": "TagLikelihood"}[name]
     assert expected in objectives(cli.model)
 
 
@@ -197,37 +198,6 @@ def test_small_treebank_config_is_the_reported_wolof_recipe(tiny_bert_dir):
     assert options.freeze == "embeddings" and cli.trainer.max_epochs == 15 and options.lstm_layers == 2
 
 
-def test_low_resource_driver_adds_only_the_cell(tiny_bert_dir, monkeypatch):
-    """benchmarks.low_resource runs the shipped config and adds only the seed, K, the
-    treebank, the output folder (and the teacher for kl), then --train-args."""
-    from benchmarks.low_resource import DISTILLING, RECIPES, train_command
-
-    monkeypatch.chdir(Path(train.__file__).parent)  # the driver runs train.py in the checkout
-
-    cell = {"--seed_everything", "--data.seed", "--data.labeled_size", "--data.treebank", "--trainer.default_root_dir"}
-    for objective, config in RECIPES.items():
-        distills = objective in DISTILLING
-        teacher = "teacher.ckpt" if distills else None
-        command = train_command(objective, 1000, 3, "UD_English-EWT", "out/cell", teacher)
-        assert command[:4] == ["train.py", "fit", "--config", f"configs/{config}.yaml"]
-        assert (train.CONFIGS / f"{config}.yaml").is_file()
-        options = dict(zip(command[4::2], command[5::2]))
-        assert len(command[4:]) == 2 * len(options)
-        assert set(options) == cell | ({"--model.teacher"} if distills else set())
-        assert options["--data.labeled_size"] == "1000" and options["--seed_everything"] == options["--data.seed"] == "3"
-    with pytest.raises(ValueError, match="teacher"):
-        train_command("kl", 100, 1, "UD_English-EWT", "out")
-    rooted = train_command("ge", 100, 1, "UD_English-EWT", "out", data_root="/data/ud")
-    assert rooted[rooted.index("--data.root") + 1] == "/data/ud"
-    command = train_command("ge", 100, 2, "UD_English-EWT", "out", train_args="--model.encoder_lr 1e-4")
-    assert command[-2:] == ["--model.encoder_lr", "1e-4"]
-    assert train_command("supervised", "all", 1, "UD_English-EWT", "out")[9] == "null"  # a full-data row
-    # the command builds the config's recipe with the cell's settings
-    cli = train.main([*command[2:], "--model.encoder", str(tiny_bert_dir)], run=False)
-    assert cli.datamodule.labeled_size == 100 and cli.datamodule.seed == 2 and cli.config.seed_everything == 2
-    assert cli.model.hparams.encoder_lr == 1e-4 and cli.trainer.max_steps == 400
-
-
 def test_low_resource_kl_rows_count_the_teachers_labeled_sentences(ud_dir, tmp_path):
     """extra_labeled of a kl row: the sentences of the teacher's training file (at most its
     labeled_size), read from the checkpoint; 0 when the checkpoint does not say."""
@@ -377,8 +347,8 @@ def _short_run(name: str, encoder: Path, data: Path, root: Path, extra: list[str
 def test_every_shipped_config_ends_a_short_run_cleanly(name, tiny_bert_dir, ud_dir, tmp_path, teacher_checkpoint):
     """``--trainer.max_steps`` shorter than an epoch or a validation interval: the run
     validates before it stops and writes best.ckpt and last.ckpt (no early-stopping error)."""
-    extra = ["--model.teacher", str(teacher_checkpoint)] if name == "kl" else []
-    extra += ["--data.labeled_size", "10"] if name in ("entropy", "kl", "ge", "combined") else []
+    extra = ["--model.teacher", str(teacher_checkpoint)] if name in ("kl", "sample_distill", "ge_teacher") else []
+    extra += ["--data.labeled_size", "10"] if name in ("entropy", "kl", "sample_distill", "ge_teacher", "ge", "combined") else []
     _short_run(name, tiny_bert_dir, _slice(ud_dir, tmp_path, 30), tmp_path, extra)
 
 
@@ -411,121 +381,6 @@ def test_objective_is_documented_in_help(capsys):
     with pytest.raises(SystemExit):
         train.main(["fit", "--help"])
     assert "--objective" in capsys.readouterr().out
-
-
-def test_self_distillation_rounds_chain_their_teachers(monkeypatch, tmp_path):
-    """``--objectives supervised self_distill --rounds 2``: round 1 learns from the
-    supervised cell of the same K and seed, round 2 from round 1's student."""
-    from benchmarks import low_resource
-
-    calls = []
-
-    def fake_cell(objective, size, seed, args, teacher=None, round_=None):
-        calls.append((objective, round_, teacher))
-        return {"objective": objective, "labeled": size, "seed": seed, "variant": "", "las": 0.0}, \
-            tmp_path / f"{objective}{round_}.ckpt", True
-
-    monkeypatch.setattr(low_resource, "run_cell", fake_cell)
-    monkeypatch.setattr(low_resource, "report", lambda results: "")
-    monkeypatch.setattr(low_resource, "figure", lambda results, path: path)
-    monkeypatch.setattr("sys.argv", ["low_resource", "--objectives", "supervised", "self_distill", "--rounds", "2",
-                                     "--sizes", "100", "--seeds", "1", "--results", str(tmp_path / "r.jsonl")])
-    low_resource.main()
-    assert calls == [("supervised", None, None), ("self_distill", 1, str(tmp_path / "supervisedNone.ckpt")),
-                     ("self_distill", 2, str(tmp_path / "self_distill1.ckpt"))]
-
-
-def _ensemble_rounds(monkeypatch, tmp_path, *options) -> list[tuple]:
-    """Run the low-resource driver for two self-distillation rounds of seed 3 with
-    ``--ensemble-seeds 1 2`` and ``options``, cells faked: the (objective, seed, round,
-    teacher) of each cell it asks for, in order."""
-    from benchmarks import low_resource
-
-    calls = []
-
-    def fake_cell(objective, size, seed, args, teacher=None, round_=None):
-        calls.append((objective, seed, round_, teacher))
-        return {"objective": objective}, tmp_path / f"{objective}{round_}-s{seed}.ckpt", True
-
-    monkeypatch.setattr(low_resource, "run_cell", fake_cell)
-    monkeypatch.setattr(low_resource, "report", lambda results: "")
-    monkeypatch.setattr(low_resource, "figure", lambda results, path: path)
-    monkeypatch.setattr("sys.argv", ["low_resource", "--objectives", "supervised", "self_distill", "--rounds", "2",
-                                     "--sizes", "100", "--seeds", "3", "--ensemble-seeds", "1", "2", *options,
-                                     "--results", str(tmp_path / "r.jsonl")])
-    low_resource.main()
-    return calls
-
-
-def test_an_ensemble_of_supervised_seeds_teaches_the_first_round(monkeypatch, tmp_path):
-    """``--ensemble-seeds 1 2``: round 1 of seed 3 learns from the supervised cells of seeds 1
-    and 2 (trained or reused after its own), passed to train.py as one list; round 2 from
-    round 1's student; the rounds' rows and folders name the ensemble."""
-    from benchmarks import low_resource
-
-    real_cell = low_resource.run_cell
-    calls = _ensemble_rounds(monkeypatch, tmp_path)
-    ensemble = [str(tmp_path / "supervisedNone-s1.ckpt"), str(tmp_path / "supervisedNone-s2.ckpt")]
-    assert calls == [("supervised", 3, None, None), ("supervised", 1, None, None), ("supervised", 2, None, None),
-                     ("self_distill", 3, 1, ensemble), ("self_distill", 3, 2, str(tmp_path / "self_distill1-s3.ckpt"))]
-    command = low_resource.train_command("self_distill", 100, 3, "UD_X", "out", ensemble)
-    assert yaml.safe_load(command[command.index("--model.teacher") + 1]) == ensemble
-
-    launched = _stop_at_launch(monkeypatch)
-    args = low_resource.argparse.Namespace(output=str(tmp_path), results=str(tmp_path / "r.jsonl"), train_args="",
-                                           treebank="UD_X", teacher=None, data_root=str(tmp_path), partial_arcs=None,
-                                           ensemble_seeds=[1, 2])
-    with pytest.raises(_Launched):
-        real_cell("self_distill", 100, 3, args, ensemble, 1)
-    out = launched[0][launched[0].index("--trainer.default_root_dir") + 1]
-    assert Path(out).name == "self_distill1e1_2-k100-s3"
-
-
-def test_a_committee_of_seeds_teaches_every_round(monkeypatch, tmp_path):
-    """``--ensemble-seeds 1 2 --committee``: round 1 of seed 3 learns from the supervised cells
-    of seeds 1 and 2, round 2 from their own round-1 students (trained first), each cell once;
-    the committee's rounds are named apart from round 1's ensemble."""
-    from benchmarks import low_resource
-
-    real_cell = low_resource.run_cell
-    calls = _ensemble_rounds(monkeypatch, tmp_path, "--committee")
-    supervised = [str(tmp_path / "supervisedNone-s1.ckpt"), str(tmp_path / "supervisedNone-s2.ckpt")]
-    round_1 = [str(tmp_path / "self_distill1-s1.ckpt"), str(tmp_path / "self_distill1-s2.ckpt")]
-    assert calls == [("supervised", 3, None, None), ("supervised", 1, None, None), ("supervised", 2, None, None),
-                     ("self_distill", 3, 1, supervised), ("self_distill", 1, 1, supervised),
-                     ("self_distill", 2, 1, supervised), ("self_distill", 3, 2, round_1)]
-
-    launched = _stop_at_launch(monkeypatch)
-    args = low_resource.argparse.Namespace(output=str(tmp_path), results=str(tmp_path / "r.jsonl"), train_args="",
-                                           treebank="UD_X", teacher=None, data_root=str(tmp_path), partial_arcs=None,
-                                           ensemble_seeds=[1, 2], committee=True)
-    for round_, folder in ((1, "self_distill1e1_2-k100-s3"), (2, "self_distill2c1_2-k100-s3")):
-        with pytest.raises(_Launched):
-            real_cell("self_distill", 100, 3, args, supervised, round_)
-        assert Path(launched[-1][launched[-1].index("--trainer.default_root_dir") + 1]).name == folder
-
-
-def test_low_resource_driver_reuses_recorded_cells(tmp_path, monkeypatch):
-    """A cell whose row is in --results and whose best checkpoint is still there is not
-    trained again: adding a round or resuming a grid starts where the last run stopped."""
-    from benchmarks import low_resource
-
-    results, out = tmp_path / "r.jsonl", tmp_path / "UD_English-EWT" / "supervised-k100-s1__model.tagger_weight_1.0"
-    row = {"objective": "supervised", "variant": "--model.tagger_weight 1.0", "labeled": 100, "seed": 1,
-           "treebank": "UD_English-EWT", "las": 54.3}
-    results.write_text(json.dumps({**row, "seed": 2}) + "\n" + json.dumps(row) + "\n")
-    key = {k: row[k] for k in ("objective", "variant", "labeled", "seed", "treebank")}
-    assert low_resource.recorded_cell(results, key, out) is None  # the checkpoint is gone
-    best = out / "likelihood_low_resource" / "version_0" / "checkpoints" / "best.ckpt"
-    best.parent.mkdir(parents=True)
-    best.touch()
-    assert low_resource.recorded_cell(results, key, out) == (row, best)
-    assert low_resource.recorded_cell(results, {**key, "seed": 3}, out) is None
-    monkeypatch.setattr(low_resource.subprocess, "run", lambda *a, **k: pytest.fail("a recorded cell was retrained"))
-    args = low_resource.argparse.Namespace(output=str(tmp_path), results=str(results), train_args="--model.tagger_weight 1.0",
-                                           treebank="UD_English-EWT", teacher=None, teacher_treebank="UD_English-LinES",
-                                           partial_arcs=None)
-    assert low_resource.run_cell("supervised", 100, 1, args) == (row, best, False)
 
 
 def test_callbacks_from_the_command_line_are_kept_with_the_progress_bar_on(tiny_bert_dir, ud_dir, tmp_path):
@@ -561,117 +416,6 @@ def test_callbacks_from_the_command_line_are_kept_with_the_progress_bar_on(tiny_
     assert [i for i, s in enumerate(parsed) if "newpar" in s.tokenlist.metadata] == [10]
 
 
-class _Launched(Exception):
-    """What :func:`_stop_at_launch` raises in place of a training run."""
-
-
-def _stop_at_launch(monkeypatch) -> list[list[str]]:
-    """benchmarks.low_resource's runs of Python recorded (the returned list) and stopped with
-    :class:`_Launched`; git still runs, for a row's provenance."""
-    from benchmarks import low_resource
-
-    launched, real_run = [], low_resource.subprocess.run
-
-    def fake_run(command, **kwargs):
-        if command[0] != sys.executable:
-            return real_run(command, **kwargs)
-        launched.append(command)
-        raise _Launched
-
-    monkeypatch.setattr(low_resource.subprocess, "run", fake_run)
-    return launched
-
-
-def test_low_resource_driver_passes_its_data_root_to_the_runs_it_launches(tmp_path, monkeypatch):
-    """``--data-root DIR`` reaches the train.py command of a cell (and of a cross-treebank
-    teacher): a treebank found there is trained on, not one under data/ud."""
-    from benchmarks import low_resource
-
-    launched = _stop_at_launch(monkeypatch)
-    args = low_resource.argparse.Namespace(output=str(tmp_path), results=str(tmp_path / "r.jsonl"), train_args="",
-                                           treebank="UD_English-EWT", teacher=None, data_root=str(tmp_path / "ud"),
-                                           teacher_treebank="UD_English-LinES", partial_arcs=None)
-    for launch in (lambda: low_resource.run_cell("supervised", 100, 1, args),
-                   lambda: low_resource.other_treebank_teacher(args, record=None)):
-        with pytest.raises(_Launched):
-            launch()
-        command = launched[-1]
-        assert "train.py" in command[1] and command[command.index("--data.root") + 1] == str(tmp_path / "ud")
-
-
-def test_cells_of_two_treebanks_never_share_a_checkpoint(tmp_path, monkeypatch):
-    """One --output for two treebanks: each treebank's cell trains in its own folder, so the
-    recorded cell of one (its row and best checkpoint) is never found for the other."""
-    from benchmarks import low_resource
-
-    launched = _stop_at_launch(monkeypatch)
-    results = tmp_path / "r.jsonl"
-    folders = {}
-    for treebank in ("UD_Wolof-WTB", "UD_Greek-GDT"):
-        args = low_resource.argparse.Namespace(output=str(tmp_path), results=str(results), train_args="",
-                                               treebank=treebank, teacher=None, data_root=str(tmp_path / "ud"),
-                                               teacher_treebank="UD_English-LinES", partial_arcs=None)
-        with pytest.raises(_Launched):
-            low_resource.run_cell("supervised", 100, 1, args)
-        command = launched[-1]
-        folders[treebank] = Path(command[command.index("--trainer.default_root_dir") + 1])
-        best = folders[treebank] / "likelihood_low_resource" / "version_0" / "checkpoints" / "best.ckpt"
-        best.parent.mkdir(parents=True)
-        best.touch()
-        with results.open("a") as file:
-            file.write(json.dumps({"objective": "supervised", "variant": "", "labeled": 100, "seed": 1,
-                                   "treebank": treebank, "las": len(folders)}) + "\n")
-    assert folders["UD_Wolof-WTB"] != folders["UD_Greek-GDT"]
-    for treebank, folder in folders.items():
-        assert folder.parent == tmp_path / treebank
-        args.treebank = treebank
-        row, best, new = low_resource.run_cell("supervised", 100, 1, args)
-        assert row["treebank"] == treebank and best.is_relative_to(folder) and not new
-
-
-def test_a_cross_treebank_teacher_of_other_settings_is_trained_again(tmp_path, monkeypatch):
-    """The other treebanks' teacher is reused only with the same config and --teacher-args:
-    a teacher of other settings trains in a folder of its own."""
-    from benchmarks import low_resource
-
-    launched = _stop_at_launch(monkeypatch)
-    args = low_resource.argparse.Namespace(output=str(tmp_path), treebank="UD_Wolof-WTB", data_root=str(tmp_path / "ud"),
-                                           teacher_treebank=["UD_Greek-GDT", "UD_Uyghur-UDT"], teacher_args="")
-    for teacher_args in ("", "--trainer.max_steps 1500"):
-        args.teacher_args = teacher_args
-        with pytest.raises(_Launched):
-            low_resource.other_treebank_teacher(args, record=None)
-        command = launched[-1]
-        out = Path(command[command.index("--trainer.default_root_dir") + 1])
-        best = out / "likelihood" / "version_0" / "checkpoints" / "best.ckpt"
-        best.parent.mkdir(parents=True)
-        best.touch()
-        assert low_resource.other_treebank_teacher(args, record=None) == best  # reused with the same settings
-    first, second = (Path(c[c.index("--trainer.default_root_dir") + 1]) for c in launched)
-    assert first != second and first.name.startswith("teacher-UD_Greek_GDT_UD_Uyghur_UDT")
-
-
-def test_student_args_reach_the_students_only(tmp_path, monkeypatch):
-    """``--student-args`` changes the cells that learn from a teacher (their command, row and
-    folder) and not the supervised cell, which stays the teacher of the same ``--train-args``."""
-    from benchmarks import low_resource
-
-    launched = _stop_at_launch(monkeypatch)
-    args = low_resource.argparse.Namespace(output=str(tmp_path), results=str(tmp_path / "r.jsonl"),
-                                           train_args="--model.lr 1e-3", student_args="--model.warmup_steps 7",
-                                           treebank="UD_English-EWT", teacher=None, data_root=str(tmp_path / "ud"),
-                                           teacher_treebank="UD_English-LinES", partial_arcs=None)
-    for objective, teacher in (("supervised", None), ("self_distill", "teacher.ckpt")):
-        with pytest.raises(_Launched):
-            low_resource.run_cell(objective, 100, 1, args, teacher, 1 if teacher else None)
-    supervised, student = launched
-    assert "--model.warmup_steps" not in supervised and supervised[-2:] == ["--model.lr", "1e-3"]
-    assert student[-4:] == ["--model.lr", "1e-3", "--model.warmup_steps", "7"]
-    assert student[student.index("--model.teacher") + 1] == "teacher.ckpt"
-    assert low_resource.cell_args("self_distill", args) == "--model.lr 1e-3 --model.warmup_steps 7"
-    assert low_resource.cell_args("supervised", args) == "--model.lr 1e-3"
-
-
 def test_a_users_progress_bar_takes_the_place_of_the_default(tiny_bert_dir):
     cli = train.main(["--model.encoder", str(tiny_bert_dir),
                       "--trainer.callbacks+=lightning.pytorch.callbacks.TQDMProgressBar"], run=False)
@@ -684,7 +428,7 @@ def test_partially_annotated_training_file_trains_with_data_partial(tiny_bert_di
     """A training file with HEAD ``_`` for unknown arcs (built by the low-resource driver's
     --partial-arcs) trains with ``--data.partial true`` (finite loss); without the option it
     is an error naming file and line."""
-    from benchmarks.low_resource import train_command, write_partial_train
+    from benchmarks.low_resource import write_partial_train
 
     whole = _slice(ud_dir, tmp_path, 30)
     partial = tmp_path / "partial.conllu"
@@ -701,6 +445,3 @@ def test_partially_annotated_training_file_trains_with_data_partial(tiny_bert_di
         train.main(args)
     cli = train.main([*args, "--data.partial", "true"])
     assert cli.trainer.global_step == 2 and torch.isfinite(cli.trainer.callback_metrics["train/loss"])
-    command = train_command("supervised", 100, 1, "UD_English-EWT", "out", partial_train="out/train.partial.conllu")
-    options = dict(zip(command[4::2], command[5::2]))
-    assert options["--data.labeled_size"] == "null" and options["--data.partial"] == "true"

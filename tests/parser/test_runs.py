@@ -1,0 +1,46 @@
+"""parser.runs: the recipes' one table, a run's command line, process costs and folder."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+import yaml
+
+import train
+from objectives.conventions import ConfigurationError
+from parser import runs
+
+
+def test_every_recipe_has_one_name_and_a_shipped_config():
+    assert train.OBJECTIVE_CONFIGS is runs.RECIPES  # train.py --objective NAME takes the same names
+    assert len(set(runs.RECIPES.values())) == len(runs.RECIPES)  # one name per config
+    for name, file in runs.RECIPES.items():
+        assert runs.recipe(name).is_file() and runs.recipe(name).name == file
+    with pytest.raises(ConfigurationError, match="no recipe 'distill'"):
+        runs.recipe("distill")
+
+
+def test_a_fit_command_is_written_as_typed_in_the_repository(tmp_path):
+    command = runs.fit_command("configs/ge.yaml", ["--model.encoder", "my encoder", "--seed_everything", "2"], tmp_path)
+    assert runs.shell_line(command, {"OMP_NUM_THREADS": "1"}) == (
+        "OMP_NUM_THREADS=1 python train.py fit --config configs/ge.yaml --model.encoder 'my encoder' "
+        f"--seed_everything 2 --trainer.default_root_dir {tmp_path}")
+    assert runs.shell_line([sys.executable, "-m", "benchmarks.gains"], {}) == "python -m benchmarks.gains"
+
+
+def test_launch_appends_the_output_and_measures_the_process(tmp_path):
+    log = tmp_path / "train.log"
+    log.write_text("before\n")
+    code, usage = runs.launch([sys.executable, "-c", "print('hello'); raise SystemExit(3)"], log, {})
+    assert code == 3 and log.read_text() == "before\nhello\n"
+    assert usage["seconds"] >= 0 and usage["cpu_seconds"] >= 0 and usage["peak_rss_bytes"] > 1_000_000
+
+
+def test_a_run_folder_tells_its_config_and_steps(tmp_path):
+    run = runs.Run(tmp_path / "likelihood" / "version_0")
+    assert run.steps() == 0 and run.dev() == {} and run.provenance() == {} and run.usage() == {}
+    run.directory.mkdir(parents=True)
+    (run.directory / "config.yaml").write_text(yaml.safe_dump({"trainer": {"max_steps": 9}}))
+    (run.directory / "metrics.csv").write_text("step,val/las,train/loss\n4,50.0,\n4,,1.0\n8,,0.5\n")
+    assert run.config()["trainer"]["max_steps"] == 9 and run.steps() == 9 and run.dev() == {"step": 4, "val/las": 50.0}
