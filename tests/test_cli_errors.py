@@ -181,6 +181,7 @@ COMMANDS_GIVEN_A_CHECKPOINT = {  # command: its arguments, CKPT where the checkp
     "fit --ckpt_path": ["train", "fit", "likelihood.yaml", "--ckpt_path", "CKPT"],
     "test --ckpt_path": ["train", "test", "likelihood.yaml", "--ckpt_path", "CKPT"],
     "fit --model.teacher": ["train", "fit", "distill.yaml", "--model.teacher", "CKPT"],
+    "fit --model.init": ["train", "fit", "likelihood.yaml", "--model.init", "CKPT"],
     "parser.predict": ["parser.predict", "CKPT", "CONLLU", "OUT"],
     "parser.evaluate": ["parser.evaluate", "CONLLU", "CKPT"],
 }
@@ -190,7 +191,7 @@ COMMANDS_GIVEN_A_CHECKPOINT = {  # command: its arguments, CKPT where the checkp
 @pytest.mark.parametrize("command", sorted(COMMANDS_GIVEN_A_CHECKPOINT))
 def test_a_damaged_checkpoint_is_one_line_wherever_it_is_given(command, damage, damaged_checkpoints, tiny_bert_dir,
                                                                small, tmp_path, capsys):
-    """(``--model.init`` does not exist yet.) Run in this process, as the commands run."""
+    """Run in this process, as the commands run."""
     import train
     from parser import evaluate, predict
     from parser.cli import run_reporting_errors
