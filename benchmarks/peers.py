@@ -42,7 +42,7 @@ from pathlib import Path
 from parser.cli import run_reporting_errors
 
 ROOT = Path(__file__).resolve().parent.parent
-RUNS = ROOT / "runs" / "peers"
+RUNS = Path(os.environ.get("PEERS_RUNS", ROOT / "runs" / "peers"))  # where --runs names no other
 RESULTS = ROOT / "docs" / "results" / "peers.jsonl"
 TREEBANK = "UD_English-EWT"
 THREAD_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false",
@@ -56,8 +56,10 @@ class Peer:
     run with this torch), all under the constraint ``torch==<this torch>``."""
 
     package: str
-    requirements: tuple[str, ...]
+    requirements: tuple[str, ...] = ()
     env: dict[str, str] = field(default_factory=dict)  # what its commands need set
+    torch: bool = True  # False: no torch in its environment (it does not use one)
+    dependencies: bool = False  # True: ``package`` comes with the dependencies it declares
 
 
 PEERS = {
@@ -70,6 +72,12 @@ PEERS = {
         "transformers==4.57.6", "bidict", "boltons", "click>=8.0.4,<9", "fastapi", "fasttextlt",
         "huggingface-hub", "loguru", "numpy>=2.1", "pooch", "pydantic>=2.0,<2.12",
         "pydantic-settings>=2.0,<2.10", "pyyaml", "rich", "sacremoses", "tabulate2", "uvicorn")),
+    # UDPipe 1: PyPI's ufal-udpipe and ufal.udpipe are one project (the C++ library's
+    # binding, its trainer included: ``Trainer.train``); PyPI ships no ``udpipe`` binary.
+    "udpipe1": Peer("ufal.udpipe==1.4.0.1", torch=False),
+    # spaCy with its declared dependencies; conllu lets benchmarks.peer_drivers read and write
+    # CoNLL-U with this project's reader (parser.data.sentences) in that environment.
+    "spacy": Peer("spacy==3.8.18", ("conllu==6.0.0",), torch=False, dependencies=True),
 }
 
 
@@ -91,12 +99,15 @@ def setup(names: list[str]) -> None:
             print(f"{home}: already built", flush=True)
             continue
         subprocess.run([sys.executable, "-m", "venv", "--clear", str(home)], check=True)
-        constraints = home / "constraints.txt"
-        constraints.write_text(f"torch=={torch_version()}\n", encoding="utf-8")
-        pip = [str(home / "bin" / "python"), "-m", "pip", "install", "-q", "-c", str(constraints)]
-        subprocess.run([*pip, f"torch=={torch_version()}"], check=True)
-        subprocess.run([*pip, "--no-deps", peer.package], check=True)
-        subprocess.run([*pip, *peer.requirements], check=True)
+        pip = [str(home / "bin" / "python"), "-m", "pip", "install", "-q"]
+        if peer.torch:
+            constraints = home / "constraints.txt"
+            constraints.write_text(f"torch=={torch_version()}\n", encoding="utf-8")
+            pip += ["-c", str(constraints)]
+            subprocess.run([*pip, f"torch=={torch_version()}"], check=True)
+        subprocess.run([*pip, *([] if peer.dependencies else ["--no-deps"]), peer.package], check=True)
+        if peer.requirements:
+            subprocess.run([*pip, *peer.requirements], check=True)
         frozen = subprocess.run([str(home / "bin" / "python"), "-m", "pip", "freeze"], check=True,
                                 capture_output=True, text=True).stdout
         (home / ".installed").write_text(frozen, encoding="utf-8")
@@ -113,29 +124,43 @@ def installed(name: str, package: str) -> str:
 
 # ---- data --------------------------------------------------------------------------------
 
-def sentence_blocks(path: Path) -> list[str]:
-    """The CoNLL-U sentences of a file as text blocks (comments and all)."""
-    blocks = path.read_text(encoding="utf-8").split("\n\n")
-    return [block.strip("\n") for block in blocks if any(line and not line.startswith("#") for line in block.splitlines())]
+def sentences_of(path: Path) -> list:
+    """A CoNLL-U file's sentences, by this project's reader (comments, multiword tokens and
+    empty nodes kept for writing back)."""
+    from parser.data.sentences import read_conllu
+
+    return read_conllu(path, trees=False)
 
 
-def word_count(block: str) -> int:
-    """Syntactic words of a sentence block (no multiword-token ranges, no empty nodes)."""
-    return sum(1 for line in block.splitlines() if line and line.split("\t", 1)[0].isdigit())
+def word_count(sentences: list) -> int:
+    """Syntactic words of the sentences (no multiword-token ranges, no empty nodes)."""
+    return sum(len(sentence.words) for sentence in sentences)
 
 
-def write_first(source: Path, count: int, target: Path) -> list[str]:
-    """The first ``count`` sentences of ``source`` into ``target``; returns them."""
-    blocks = sentence_blocks(source)[:count]
+def write_first(source: Path, count: int | None, target: Path) -> list:
+    """The first ``count`` sentences of ``source`` (all: None) into ``target``, as read;
+    returns them."""
+    from parser.data.sentences import write_conllu
+
+    sentences = sentences_of(source)[:count]
     target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text("\n\n".join(blocks) + "\n\n", encoding="utf-8")
-    return blocks
+    write_conllu(sentences, target)
+    return sentences
 
 
-def treebank_file(split: str) -> Path:
+def treebank_file(split: str, treebank: str = TREEBANK) -> Path:
     from parser.data.datamodule import DependencyDataModule
 
-    return DependencyDataModule(treebank=TREEBANK).path(split)
+    return DependencyDataModule(treebank=treebank).path(split)
+
+
+def size_arg(text: str) -> int | None:
+    """A number of sentences on the command line: a count, or ``all`` (None)."""
+    return None if text == "all" else int(text)
+
+
+def size_name(count: int | None) -> str:
+    return "all" if count is None else str(count)
 
 
 # ---- systems -----------------------------------------------------------------------------
@@ -387,8 +412,98 @@ class Stanza:
         return f"stanza {stanza.__version__}"
 
 
+def peer_driver(name: str) -> list[str]:
+    """The command line of ``benchmarks.peer_drivers`` in peer ``name``'s environment."""
+    return [str(venv(name) / "bin" / "python"), "-m", "benchmarks.peer_drivers"]
+
+
+class UDPipe1:
+    """UDPipe 1 (``ufal.udpipe``'s trainer, the library ``udpipe --train`` runs) with its
+    default recipe: no tokenizer (gold tokenisation), the MorphoDiTa tagger and the Parsito
+    parser with every option at its default (parser: projective arc-standard, dynamic and
+    search-based oracle, 10 iterations, early stopping on the dev file; tagger: 20
+    iterations, early stopping on the dev file); the parser reads the tagger's tags. It has
+    no seed (``run=N`` picks other hyperparameters): one run per cell."""
+
+    name = "udpipe1"
+    seeded = False
+    ITERATIONS = 10  # the parser's default
+    env: dict[str, str] = {}
+
+    def train_command(self, s: Setting, out: Path) -> list[str]:
+        return [*peer_driver("udpipe1"), "udpipe1-train", str(s.train), str(s.dev), str(out / "model.udpipe")]
+
+    def model(self, out: Path) -> Path:
+        return out / "model.udpipe"
+
+    def parse_command(self, model: Path, source: Path, target: Path) -> list[str]:
+        return [*peer_driver("udpipe1"), "udpipe1-parse", str(model), str(source), str(target)]
+
+    def steps(self, s: Setting, out: Path, log: str) -> int | None:
+        return None  # it trains sentence by sentence, no batches of words to count
+
+    def epochs(self, s: Setting, out: Path, log: str) -> int:
+        return len(re.findall(r"^Iteration \d+: training logprob", log, flags=re.M)) or self.ITERATIONS
+
+    def version(self) -> str:
+        return f"UDPipe {installed('udpipe1', 'ufal.udpipe')} (default recipe)"
+
+
+class SpaCy:
+    """spaCy's CNN pipeline as ``spacy init config --pipeline tagger,parser`` writes it (its
+    default recipe: shared tok2vec, tagger, transition parser; Adam, batches of 100 to 1,000
+    words, evaluation every 200 steps, stopping after 1,600 without a better dev score, at
+    most 20,000), language ``xx`` (most of these languages have no spaCy language class,
+    and with given words its tokenizer is never used), CoNLL-U converted by ``spacy convert
+    --converter conllu`` (one sentence a document, syntactic words); ``--training.seed``
+    is the seed. It parses ``Doc`` objects of the gold words (``benchmarks.peer_drivers``)."""
+
+    name = "spacy"
+    seeded = True
+    env: dict[str, str] = {}
+
+    def spacy(self) -> list[str]:
+        return [str(venv("spacy") / "bin" / "python"), "-m", "spacy"]
+
+    def train_command(self, s: Setting, out: Path) -> list[str]:
+        corpus = out / "corpus"
+        steps = [["mkdir", "-p", str(corpus / "train"), str(corpus / "dev")],
+                 [*self.spacy(), "convert", str(s.train), str(corpus / "train"), "--converter", "conllu"],
+                 [*self.spacy(), "convert", str(s.dev), str(corpus / "dev"), "--converter", "conllu"],
+                 [*self.spacy(), "init", "config", str(out / "config.cfg"), "--lang", "xx", "--pipeline", "tagger,parser",
+                  "--optimize", "efficiency", "--force"],
+                 [*self.spacy(), "train", str(out / "config.cfg"), "--output", str(out / "trained"),
+                  "--paths.train", str(corpus / "train"), "--paths.dev", str(corpus / "dev"),
+                  "--training.seed", str(s.seed)]]
+        return ["bash", "-c", " && ".join(shlex.join(step) for step in steps)]
+
+    def model(self, out: Path) -> Path:
+        return out / "trained" / "model-best"
+
+    def parse_command(self, model: Path, source: Path, target: Path) -> list[str]:
+        return [*peer_driver("spacy"), "spacy-parse", str(model), str(source), str(target)]
+
+    def steps(self, s: Setting, out: Path, log: str) -> int | None:
+        return spacy_progress(log)[1]
+
+    def epochs(self, s: Setting, out: Path, log: str) -> int:
+        return spacy_progress(log)[0] + 1  # its epochs count from 0
+
+    def version(self) -> str:
+        return f"spaCy {installed('spacy', 'spacy')} (CNN tagger+parser, default recipe)"
+
+
+def spacy_progress(log: str) -> tuple[int, int]:
+    """The epoch and step of the last row of a ``spacy train`` log's table."""
+    rows = re.findall(r"^\s*(\d+)\s+(\d+)\s+[\d.]+\s", log, flags=re.M)
+    if not rows:
+        raise ValueError("the spaCy log has no row of its training table")
+    epoch, step = rows[-1]
+    return int(epoch), int(step)
+
+
 SYSTEMS = {system.name: system for system in (TreeExp(), TreeExp("treeexp-bf16", "bf16-mixed"), TreeExpSelfDistilled(),
-                                               SuPar(), HopsParser(), Stanza())}
+                                               SuPar(), HopsParser(), Stanza(), UDPipe1(), SpaCy())}
 
 
 def chosen_systems(args: argparse.Namespace) -> dict:
@@ -407,19 +522,40 @@ class Child:
     seconds: float
     peak_rss: int  # bytes
     status: int
+    cpu_seconds: float = 0.0  # user + system time of the child and all it waited for
+
+
+# Linux counts the memory a process had before its exec in its peak RSS, so a child of this
+# process (torch loaded: hundreds of MiB) would report at least that much. The command runs
+# as the child of a bare ``python -S`` (about 10 MiB) that reports the command's usage.
+LAUNCHER = """import os, sys
+pid = os.fork()
+if pid == 0:
+    try:
+        os.execvp(sys.argv[2], sys.argv[2:])
+    finally:
+        os._exit(127)
+_, status, usage = os.wait4(pid, 0)
+with open(sys.argv[1], "w") as report:
+    report.write(f"{usage.ru_maxrss} {usage.ru_utime + usage.ru_stime}")
+code = os.waitstatus_to_exitcode(status)
+sys.exit(code if code >= 0 else 128 - code)
+"""
 
 
 def run_child(command: list[str], env: dict[str, str], log: Path) -> Child:
-    """Run ``command`` from the repository root with one thread, its output to ``log``."""
+    """Run ``command`` from the repository root with one thread, its output to ``log``: its
+    wall time, and its peak RSS and CPU time (its own and its waited-for children's)."""
     log.parent.mkdir(parents=True, exist_ok=True)
+    usage = log.with_suffix(".usage")
+    usage.unlink(missing_ok=True)
     with open(log, "w", encoding="utf-8") as out:
         start = time.perf_counter()
-        child = subprocess.Popen(command, cwd=ROOT, env={**os.environ, **THREAD_ENV, **env}, stdout=out,
-                                 stderr=subprocess.STDOUT)
-        _, status, usage = os.wait4(child.pid, 0)
+        child = subprocess.run([sys.executable, "-S", "-c", LAUNCHER, str(usage), *command], cwd=ROOT,
+                               env={**os.environ, **THREAD_ENV, **env}, stdout=out, stderr=subprocess.STDOUT)
         seconds = time.perf_counter() - start
-    child.returncode = os.waitstatus_to_exitcode(status)
-    return Child(seconds, usage.ru_maxrss * 1024, child.returncode)
+    peak, cpu = usage.read_text(encoding="utf-8").split() if usage.exists() else ("0", "0")
+    return Child(seconds, int(peak) * 1024, child.returncode, float(cpu))
 
 
 def last_error(log: Path) -> str:
@@ -445,32 +581,38 @@ def run(args: argparse.Namespace) -> list[dict]:
     from benchmarks.common import machine
     from benchmarks.low_resource import provenance
 
-    data = RUNS / "data"
-    train = data / f"train-{args.sentences}.conllu"
-    dev = data / f"dev-{args.dev_sentences}.conllu"
-    blocks = write_first(treebank_file("train"), args.sentences, train)
-    write_first(treebank_file("dev"), args.dev_sentences, dev)
-    test = treebank_file("test")
+    treebank = args.treebank
+    data = RUNS / "data" / treebank
+    train = data / f"train-{size_name(args.sentences)}.conllu"
+    dev = data / f"dev-{size_name(args.dev_sentences)}.conllu"
+    sentences = write_first(treebank_file("train", treebank), args.sentences, train)
+    write_first(treebank_file("dev", treebank), args.dev_sentences, dev)
+    test = treebank_file("test", treebank)
     if args.test_sentences is not None:  # a quick check of the pipeline, not a result to report
         test = data / f"test-{args.test_sentences}.conllu"
-        write_first(treebank_file("test"), args.test_sentences, test)
-    setting = Setting(train, dev, len(blocks), sum(map(word_count, blocks)), args.epochs, args.batch_tokens, args.seed,
-                      treebank_file("train"))
+        write_first(treebank_file("test", treebank), args.test_sentences, test)
     run_id = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
-    shared = {"run": run_id, "treebank": TREEBANK, "sentences": setting.sentences, "words": setting.words,
-              "epochs": args.epochs, "batch_tokens": args.batch_tokens, "threads": 1, "machine": machine(),
+    shared = {"run": run_id, "treebank": treebank, "training": size_name(args.sentences), "sentences": len(sentences),
+              "words": word_count(sentences), "dev_sentences": size_name(args.dev_sentences), "epochs": args.epochs,
+              "batch_tokens": args.batch_tokens, "threads": 1, "machine": machine(),
               **provenance(["-m", "benchmarks.peers", *args.argv])}
     Path(args.results).parent.mkdir(parents=True, exist_ok=True)
     systems = chosen_systems(args)
     versions = {name: system.version() for name, system in systems.items()}  # as the run starts, as its commit
     rows = []
-    for name, system in systems.items():
-        out = RUNS / "out" / run_id / name
-        row = {"system": name, "version": versions[name], **measure(system, setting, test, out, args.repeats),
-               **shared}
-        with open(args.results, "a", encoding="utf-8") as sink:
-            sink.write(json.dumps(row) + "\n")
-        rows.append(row)
+    for seed in args.seed:
+        setting = Setting(train, dev, len(sentences), word_count(sentences), args.epochs, args.batch_tokens, seed,
+                          treebank_file("train", treebank))
+        for name, system in systems.items():
+            if seed != args.seed[0] and not getattr(system, "seeded", True):
+                continue  # a system without a seed runs once
+            out = RUNS / "out" / run_id / (name if len(args.seed) == 1 else f"{name}-s{seed}")
+            seeded = {"seed": seed} if getattr(system, "seeded", True) else {}
+            row = {"system": name, "version": versions[name], **seeded,
+                   **measure(system, setting, test, out, args.repeats), **shared}
+            with open(args.results, "a", encoding="utf-8") as sink:
+                sink.write(json.dumps(row) + "\n")
+            rows.append(row)
     return rows
 
 
@@ -491,12 +633,13 @@ def measure(system, setting: Setting, test: Path, out: Path, repeats: int) -> di
     model, predicted, one = system.model(out), out / "test.pred.conllu", out / "test-1.conllu"
     epochs = system.epochs(setting, out, log)
     row.update(steps=system.steps(setting, out, log), epochs_run=epochs, train_seconds=round(child.seconds, 1),
+               train_cpu_seconds=round(child.cpu_seconds, 1),
                train_sentences_per_s=round(setting.sentences * epochs / child.seconds, 2),
                train_peak_rss_mib=mib(child.peak_rss), saved_mib=mib(size(model)),
                parse_command=shlex.join(system.parse_command(model, test, predicted)))
-    print(f"  {row['steps']} steps, {child.seconds:.0f} s", flush=True)
+    print(f"  {row['steps']} steps, {child.seconds:.0f} s ({child.cpu_seconds:.0f} s CPU)", flush=True)
     write_first(test, 1, one)
-    seconds, peak = [], 0
+    seconds, cpu, peak = [], [], 0
     for _ in range(repeats):
         full = run_child(system.parse_command(model, test, predicted), system.env, out / "parse.log")
         load = run_child(system.parse_command(model, one, out / "one.pred.conllu"), system.env, out / "parse-one.log")
@@ -504,10 +647,12 @@ def measure(system, setting: Setting, test: Path, out: Path, repeats: int) -> di
             failed = out / ("parse.log" if full.status != 0 else "parse-one.log")
             return {**row, "error": f"parsing exited with {full.status or load.status}: {last_error(failed)}"}
         seconds.append(full.seconds - load.seconds)
+        cpu.append(full.cpu_seconds - load.cpu_seconds)
         peak = max(peak, full.peak_rss)
         print(f"  parsed in {full.seconds:.1f} s, of which loading {load.seconds:.1f} s", flush=True)
-    median = statistics.median(seconds)
-    row.update(parse_seconds=round(median, 1), parse_sentences_per_s=round(len(sentence_blocks(test)) / median, 1),
+    median, median_cpu, count = statistics.median(seconds), statistics.median(cpu), len(sentences_of(test))
+    row.update(parse_seconds=round(median, 1), parse_sentences_per_s=round(count / median, 1),
+               parse_cpu_seconds=round(median_cpu, 2), parse_sentences_per_cpu_s=round(count / max(median_cpu, 0.01), 1),
                parse_repeats=repeats, parse_peak_rss_mib=mib(peak))
     try:
         scores = evaluate(test, predicted)
@@ -578,16 +723,19 @@ def main(argv: list[str] | None = None) -> None:
     cli.add_argument("--setup", action="store_true", help="build the peers' environments under runs/peers/ and stop")
     cli.add_argument("--report", action="store_true", help="print the markdown table of --results and stop")
     cli.add_argument("--systems", nargs="+", default=list(SYSTEMS), choices=list(SYSTEMS))
-    cli.add_argument("--sentences", type=int, default=2000, help="the first K sentences of EWT train")
-    cli.add_argument("--dev-sentences", type=int, default=100, help="the first K of EWT dev: every system's dev file")
+    cli.add_argument("--treebank", default=TREEBANK, help="a UD treebank folder under $UD_DIR")
+    cli.add_argument("--sentences", type=size_arg, default=2000, help="the first K sentences of train, or all")
+    cli.add_argument("--dev-sentences", type=size_arg, default=100,
+                     help="the first K of dev, or all: every system's dev file")
     cli.add_argument("--test-sentences", type=int, default=None, help="parse only the first K of EWT test (checks)")
     cli.add_argument("--epochs", type=int, default=1)
     cli.add_argument("--batch-tokens", type=int, default=250, help="words per optimiser step")
     cli.add_argument("--repeats", type=int, default=1, help="parsing rounds (the median counts)")
-    cli.add_argument("--seed", type=int, default=1)
+    cli.add_argument("--seed", type=int, nargs="+", default=[1], help="one run per seed (a system without one: once)")
     cli.add_argument("--treeexp-config", default=TreeExp.config, help="this project's recipe (a train.py config)")
     cli.add_argument("--treeexp-args", default="", help="train.py overrides on top of it, e.g. '--model.lr 1e-3'")
     cli.add_argument("--results", default=str(RESULTS))
+    cli.add_argument("--runs", default=str(RUNS), help="the peers' environments, data and run folders")
     cli.add_argument("--debug", action="store_true", help="show the full traceback of an error")
     args = cli.parse_args(argv)
     args.argv = [arg for arg in argv if arg != "--debug"]
@@ -595,6 +743,8 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def benchmark(args: argparse.Namespace) -> None:
+    global RUNS
+    RUNS = Path(args.runs)
     if args.report:
         print(report(read_rows(Path(args.results))))
         return

@@ -31,11 +31,14 @@ CONLLU = """# sent_id = a
 def test_the_first_sentences_go_to_a_file_with_their_comments_and_words_count_syntactic_words(tmp_path):
     source = tmp_path / "in.conllu"
     source.write_text(CONLLU, encoding="utf-8")
-    blocks = peers.write_first(source, 2, tmp_path / "sub" / "out.conllu")
-    assert [peers.word_count(block) for block in blocks] == [4, 2]  # no 2-3 range, no 1.1 empty node
+    sentences = peers.write_first(source, 2, tmp_path / "sub" / "out.conllu")
+    assert [peers.word_count([sentence]) for sentence in sentences] == [4, 2]  # no 2-3 range, no 1.1 empty node
     written = (tmp_path / "sub" / "out.conllu").read_text(encoding="utf-8")
-    assert written.startswith("# sent_id = a\n") and "# sent_id = c" not in written and written.endswith("!\t!\tPUNCT\t_\t_\t1\tpunct\t_\t_\n\n")
-    assert peers.sentence_blocks(tmp_path / "sub" / "out.conllu") == blocks
+    assert written == CONLLU[:CONLLU.index("# sent_id = c")]  # as read, byte for byte
+    assert [s.words for s in peers.sentences_of(tmp_path / "sub" / "out.conllu")] == [s.words for s in sentences]
+    everything = peers.write_first(source, None, tmp_path / "all.conllu")  # --sentences all
+    assert len(everything) == 3 and (tmp_path / "all.conllu").read_text(encoding="utf-8") == CONLLU
+    assert peers.size_arg("all") is None and peers.size_arg("100") == 100 and peers.size_name(None) == "all"
 
 
 def test_steps_come_from_supars_log_and_hopsparsers_batches():
