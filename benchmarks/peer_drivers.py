@@ -67,7 +67,8 @@ def udpipe1_parse(model: Path, source: Path, target: Path) -> None:
 def spacy_parse(model: Path, source: Path, target: Path) -> None:
     """Parse each sentence of ``source`` as a spaCy ``Doc`` of its gold words (no spaCy
     tokenizer), each word but the first marked as no sentence start so that spaCy's parser
-    gives one tree; heads and relations written back into ``source``'s lines (``ROOT``, the
+    gives one tree (where it still leaves several, :func:`one_tree` joins them; the count goes
+    to stderr); heads and relations written back into ``source``'s lines (``ROOT``, the
     label spaCy's converter gives the root, as UD's ``root``)."""
     import spacy
     from spacy.tokens import Doc
@@ -82,11 +83,27 @@ def spacy_parse(model: Path, source: Path, target: Path) -> None:
         for token in doc[1:]:
             token.is_sent_start = False
         docs.append(doc)
-    heads, labels = [], []
+    heads, labels, forests = [], [], 0
     for doc in nlp.pipe(docs):
-        heads.append([0 if token.head.i == token.i else token.head.i + 1 for token in doc])
-        labels.append(["root" if token.dep_ == "ROOT" else token.dep_ or "dep" for token in doc])
+        tree, relations = one_tree([0 if token.head.i == token.i else token.head.i + 1 for token in doc],
+                                   ["root" if token.dep_ == "ROOT" else token.dep_ or "dep" for token in doc])
+        forests += tree != [0 if token.head.i == token.i else token.head.i + 1 for token in doc]
+        heads.append(tree)
+        labels.append(relations)
     write_conllu(sentences, target, heads=heads, deprels=labels)
+    print(f"{forests} of {len(sentences)} sentences came out as several trees, joined under the first root",
+          file=sys.stderr)
+
+
+def one_tree(heads: list[int], labels: list[str]) -> tuple[list[int], list[str]]:
+    """A parse with several roots (spaCy leaves a word it never attached as a root of its
+    own, whatever the sentence boundaries say) as one tree: every root after the first
+    attached to the first as ``dep``, UD's unspecified relation."""
+    roots = [i for i, head in enumerate(heads) if head == 0]
+    heads, labels = list(heads), list(labels)
+    for i in roots[1:]:
+        heads[i], labels[i] = roots[0] + 1, "dep"
+    return heads, labels
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -717,11 +717,173 @@ def comparison(members: list[dict]) -> str:
                      f"(targets: >= +0, >= 1.5x, >= 1.5x)." for row in ours)
 
 
+# ---- the small-treebank cells (issue 46) -------------------------------------------------
+
+CELL_TREEBANKS = ("UD_Wolof-WTB", "UD_Vietnamese-VTB", "UD_Greek-GDT", "UD_Uyghur-UDT")
+LOW_RESOURCE = ROOT / "docs" / "results" / "low_resource.jsonl"
+SMALL_TREEBANKS = ROOT / "docs" / "results" / "small_treebanks.jsonl"
+# configs/low_resource_multilingual.yaml as benchmarks.low_resource ran it (README, "Outside
+# English"): the supervised teachers of seeds 1-3, then two rounds of self-distillation.
+SUPERVISED_100 = ("'--model.terms+={\"objective\": \"objectives.TagLikelihood\"}' --model.encoder multilingual-e5-small "
+                  "--model.encoder_options.freeze embeddings --model.encoder_options.pooling mean "
+                  "--model.encoder_options.layer_mix true --model.encoder_options.dropout 0.1 --model.lr 1e-3")
+
+
+def is_student(row: dict, round_: int) -> bool:
+    return (row["objective"] == "self_distill" and row["variant"].startswith(f"round {round_} teachers of seeds 1 2 3 {SUPERVISED_100}")
+            and row["variant"].endswith("--model.encoder_options.word_dropout 0.15"))
+
+
+def entry(treebank: str, training: str, system: str, version: str, rows: list[dict], **fields) -> dict:
+    """One system in one cell: its seeds' LAS and UAS and what it cost (None: not recorded)."""
+    return {"treebank": treebank, "training": training, "system": system, "version": version,
+            "las": [row["las"] for row in rows], "uas": [row["uas"] for row in rows], **fields}
+
+
+def peer_entries(rows: list[dict]) -> list[dict]:
+    """The peers' cells from ``benchmarks.peers`` rows (the last run of each seed counts):
+    training CPU minutes and parsing sentences per CPU second on one thread, means over
+    seeds; peak RSS of training or parsing, the larger."""
+    latest: dict[tuple, dict] = {}
+    for row in rows:
+        if row.get("treebank") in CELL_TREEBANKS and "training" in row and "las" in row:
+            latest[row["treebank"], row["training"], row["system"], row.get("seed")] = row
+    groups: dict[tuple, list[dict]] = {}
+    for (treebank, training, system, _), row in latest.items():
+        groups.setdefault((treebank, training, system), []).append(row)
+    return [entry(treebank, training, system, members[-1]["version"], members, recorded=False,
+                  minutes=statistics.mean(row["train_cpu_seconds"] for row in members) / 60,
+                  parse=statistics.mean(row["parse_sentences_per_cpu_s"] for row in members),
+                  rss=max(max(row["train_peak_rss_mib"], row["parse_peak_rss_mib"]) for row in members),
+                  commit=members[-1]["commit"], command=members[-1]["command"])
+            for (treebank, training, system), members in groups.items()]
+
+
+def recorded_entries(low_resource: list[dict], small_treebanks: list[dict]) -> list[dict]:
+    """This project's recorded rows of the same cells, not rerun. At 100 trees, from
+    ``low_resource.jsonl``: the supervised recipe (the 3 teachers; minutes: one) and its
+    second-round self-distilled students (minutes: the 3 teachers, the seed's round-1 and
+    round-2 students; wall seconds of one thread as that benchmark records them). With the
+    whole file, from ``small_treebanks.jsonl``: ``configs/small_treebank.yaml`` with the
+    unadapted encoder and MST decoding, the run with the best dev LAS (its CPU minutes)."""
+    entries = []
+    for treebank in CELL_TREEBANKS:
+        cell = [row for row in low_resource if row["treebank"] == treebank and row["labeled"] == 100
+                and not row.get("extra_labeled")]
+        teachers = [row for row in cell if row["objective"] == "supervised" and row["variant"] == SUPERVISED_100]
+        by_commit: dict[str, list[dict]] = {}
+        for row in teachers:
+            by_commit.setdefault(row["commit"], []).append(row)
+        if by_commit:
+            teachers = max(by_commit.values(), key=len)  # the commit that ran all 3 seeds
+            teacher_seconds = sum(row["train_seconds"] for row in teachers)
+            entries.append(entry(treebank, "100", "treeexp", "treeexp supervised (recorded)", teachers, recorded=True,
+                                 minutes=statistics.mean(row["train_seconds"] for row in teachers) / 60, parse=None,
+                                 rss=None, commit=teachers[0]["commit"], command=teachers[0]["command"]))
+            students = [row for row in cell if is_student(row, 2)]
+            first = {row["seed"]: row for row in cell if is_student(row, 1)}
+            if students and all(row["seed"] in first for row in students):
+                minutes = statistics.mean(teacher_seconds + first[row["seed"]]["train_seconds"] + row["train_seconds"]
+                                          for row in students) / 60
+                entries.append(entry(treebank, "100", "treeexp-self", "treeexp self-distilled, 2 rounds (recorded)",
+                                     students, recorded=True, minutes=minutes, parse=None, rss=None,
+                                     commit=students[0]["commit"], command=students[0]["command"]))
+        full = [row for row in small_treebanks if row["treebank"] == treebank and row["recipe"] == "configs/small_treebank.yaml"
+                and row["encoder"] == "multilingual-e5-small" and row["decoder"] == "mst"]
+        if full:
+            best = max(full, key=lambda row: row["dev_las"])
+            entries.append({"treebank": treebank, "training": "all", "system": "treeexp",
+                            "version": "treeexp configs/small_treebank.yaml (recorded)", "las": [best["test_las"]],
+                            "uas": [best["test_uas"]], "recorded": True, "minutes": best["cpu_minutes"], "parse": None,
+                            "rss": best["peak_rss_gb"] * 1024 if best.get("peak_rss_gb") else None,
+                            "commit": best["commit"], "command": best["command"]})
+    return entries
+
+
+def spread(values: list[float]) -> str:
+    return f"{statistics.mean(values):.2f}" + (f" ± {statistics.stdev(values):.2f}" if len(values) > 1 else "")
+
+
+def cell_verdict(members: list[dict]) -> str:
+    """The cell's winner and its margin over the best of the other side, each of this
+    project's recipes against the best peer, and this project's training minutes over the
+    cheapest peer's."""
+    ours = [e for e in members if e["system"].startswith("treeexp")]
+    peers = [e for e in members if not e["system"].startswith("treeexp")]
+    if not ours or not peers:
+        return "No comparison yet: " + ("no peer row." if ours else "no row of this project.")
+    las = {id(e): statistics.mean(e["las"]) for e in members}
+    best_ours, best_peer = max(ours, key=lambda e: las[id(e)]), max(peers, key=lambda e: las[id(e)])
+    margin = las[id(best_ours)] - las[id(best_peer)]
+    winner, other = (best_ours, best_peer) if margin >= 0 else (best_peer, best_ours)
+    lines = [f"Winner: {winner['version']}, {abs(margin):.2f} LAS ahead of {other['version']}."]
+    lines += [f"{e['version']} against the best peer: {las[id(e)] - las[id(best_peer)]:+.2f} LAS." for e in ours
+              if e is not best_ours]
+    cheapest = min(peers, key=lambda e: e["minutes"])
+    for e in ours:
+        if e["minutes"] and cheapest["minutes"]:
+            lines.append(f"{e['version']}: {e['minutes'] / cheapest['minutes']:.0f}x the training minutes of the "
+                         f"cheapest peer, {cheapest['version']} ({cheapest['minutes']:.1f}).")
+    return " ".join(lines)
+
+
+def cells_report(entries: list[dict]) -> str:
+    """One markdown table per cell (treebank x training size), each system's test LAS and UAS
+    (mean ± sd over seeds), training minutes, parsing speed and peak RSS, then the verdict."""
+    from benchmarks.common import markdown_table
+
+    cells: dict[tuple, list[dict]] = {}
+    for item in entries:
+        cells.setdefault((item["treebank"], item["training"]), []).append(item)
+    order = {name: i for i, name in enumerate(CELL_TREEBANKS)}
+    parts = []
+    header = ["system", "seeds", "test LAS", "test UAS", "train minutes (1 thread)", "parse sent/s (1 thread)",
+              "peak RSS (MiB)", "commit"]
+    for (treebank, training), members in sorted(cells.items(), key=lambda kv: (kv[0][1] == "all", order[kv[0][0]])):
+        parts.append(f"**{treebank}, {'100 trees' if training == '100' else 'the whole training file'}**")
+        table = [[e["version"], str(len(e["las"])), spread(e["las"]), spread(e["uas"]), fmt(e["minutes"]),
+                  fmt(e["parse"]), fmt(e["rss"], 0), e["commit"][:7]]
+                 for e in sorted(members, key=lambda e: -statistics.mean(e["las"]))]
+        parts.append(markdown_table(header, table))
+        parts.append(cell_verdict(members))
+    return "\n\n".join(parts)
+
+
+def plot_cells(entries: list[dict], path: Path) -> None:
+    """LAS against training minutes (log scale), one point per system and cell: the colour
+    the treebank, the marker the system, filled at 100 trees, hollow with the whole file."""
+    from parser.drawing import new_figure, save
+
+    figure = new_figure(6.4, 4.0, layout="constrained")
+    axes = figure.add_subplot()
+    colours = dict(zip(CELL_TREEBANKS, ("tab:blue", "tab:orange", "tab:green", "tab:red")))
+    markers = {"udpipe1": "s", "spacy": "^", "treeexp": "o", "treeexp-self": "*"}
+    for e in entries:
+        if not e["minutes"]:
+            continue
+        colour = colours[e["treebank"]]
+        axes.scatter(e["minutes"], statistics.mean(e["las"]), s=60, marker=markers.get(e["system"], "x"),
+                     facecolors=colour if e["training"] == "100" else "none", edgecolors=colour)
+    for treebank, colour in colours.items():
+        axes.scatter([], [], color=colour, label=treebank.removeprefix("UD_"))
+    for system, marker in markers.items():
+        axes.scatter([], [], marker=marker, color="grey", label=system)
+    axes.set_xscale("log")
+    axes.set_xlabel("training minutes, one thread (log)")
+    axes.set_ylabel("test LAS")
+    axes.set_title("filled: 100 trees, hollow: whole training file", fontsize=9)
+    axes.legend(fontsize=7, ncol=2)
+    save(figure, path, dpi=80)
+
+
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     cli = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     cli.add_argument("--setup", action="store_true", help="build the peers' environments under runs/peers/ and stop")
     cli.add_argument("--report", action="store_true", help="print the markdown table of --results and stop")
+    cli.add_argument("--cells", action="store_true",
+                     help="with --report: the small-treebank cells of --results beside this project's recorded rows")
+    cli.add_argument("--plot", default=None, help="with --report --cells: draw LAS against training minutes here (PNG)")
     cli.add_argument("--systems", nargs="+", default=list(SYSTEMS), choices=list(SYSTEMS))
     cli.add_argument("--treebank", default=TREEBANK, help="a UD treebank folder under $UD_DIR")
     cli.add_argument("--sentences", type=size_arg, default=2000, help="the first K sentences of train, or all")
@@ -745,8 +907,15 @@ def main(argv: list[str] | None = None) -> None:
 def benchmark(args: argparse.Namespace) -> None:
     global RUNS
     RUNS = Path(args.runs)
+    if args.report and args.cells:
+        entries = peer_entries(read_rows(Path(args.results))) + recorded_entries(read_rows(LOW_RESOURCE),
+                                                                                  read_rows(SMALL_TREEBANKS))
+        print(cells_report(entries))
+        if args.plot:
+            plot_cells(entries, Path(args.plot))
+        return
     if args.report:
-        print(report(read_rows(Path(args.results))))
+        print(report([row for row in read_rows(Path(args.results)) if "training" not in row]))
         return
     if args.setup:
         setup([name for name in args.systems if name in PEERS])
