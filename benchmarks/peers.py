@@ -1,4 +1,5 @@
-"""Head to head with the parsers a user would pick instead: SuPar, hopsparser, Stanza.
+"""Head to head with the parsers a user would pick instead: SuPar, hopsparser, Stanza, and on
+a CPU for a small language UDPipe 1 and spaCy.
 
 Every system trains on the same first ``--sentences`` sentences of UD English-EWT train,
 one pass per ``--epochs``, at about ``--batch-tokens`` words per optimiser step (hopsparser
@@ -21,6 +22,15 @@ the nearest versions that work pinned.
     python -m benchmarks.peers --setup
     python -m benchmarks.peers --sentences 2000 --batch-tokens 250
     python -m benchmarks.peers --report
+
+A run may name another ``--treebank``, ``--sentences all`` (the whole training file) and
+several seeds (``--seed 1 2 3``; UDPipe 1, which has none, runs once); ``--runs`` puts the
+environments, data and run folders elsewhere. ``--report --cells`` tables the small-treebank
+cells of issue 46 (UDPipe 1 and spaCy beside this project's recorded rows, not rerun) and
+``--plot`` draws their LAS against training minutes:
+
+    python -m benchmarks.peers --treebank UD_Wolof-WTB --sentences 100 --dev-sentences all --systems udpipe1 spacy --seed 1 2 3
+    python -m benchmarks.peers --report --cells --plot docs/figures/peers_small_treebanks.png
 """
 
 from __future__ import annotations
@@ -822,8 +832,11 @@ def cell_verdict(members: list[dict]) -> str:
     cheapest = min(peers, key=lambda e: e["minutes"])
     for e in ours:
         if e["minutes"] and cheapest["minutes"]:
-            lines.append(f"{e['version']}: {e['minutes'] / cheapest['minutes']:.0f}x the training minutes of the "
-                         f"cheapest peer, {cheapest['version']} ({cheapest['minutes']:.1f}).")
+            ratio, extra = e["minutes"] / cheapest["minutes"], e["minutes"] - cheapest["minutes"]
+            gain = las[id(e)] - las[id(cheapest)]
+            per_minute = f", {gain / extra:+.2f} LAS per extra minute" if ratio > 10 else ""
+            lines.append(f"{e['version']}: {ratio:.0f}x the training minutes of the cheapest peer, "
+                         f"{cheapest['version']} ({cheapest['minutes']:.1f}){per_minute}.")
     return " ".join(lines)
 
 

@@ -219,7 +219,9 @@ def test_the_cells_report_gives_seeds_mean_and_sd_the_winner_its_margin_and_the_
     assert "| spacy v | 3 | 32.00 ± 2.00 | 42.00 ± 2.00 | 6.0 | 300.0 | 500 | abcdef0 |" in text
     assert "Winner: treeexp self-distilled, 2 rounds (recorded), 9.00 LAS ahead of udpipe1 v." in text
     assert "treeexp supervised (recorded) against the best peer: +3.00 LAS." in text
-    assert "treeexp self-distilled, 2 rounds (recorded): 45x the training minutes of the cheapest peer, udpipe1 v (1.0)." in text
+    assert ("treeexp self-distilled, 2 rounds (recorded): 45x the training minutes of the cheapest peer, udpipe1 v (1.0), "
+            "+0.20 LAS per extra minute." in text)  # (49 - 40) / (45 - 1)
+    assert "treeexp supervised (recorded): 10x the training minutes of the cheapest peer, udpipe1 v (1.0)." in text
     assert "**UD_Wolof-WTB, the whole training file**" in text and "No comparison yet: no peer row." in text
 
 
