@@ -1,4 +1,5 @@
-"""Head to head with the parsers a user would pick instead: SuPar, hopsparser, Stanza.
+"""Head to head with the parsers a user would pick instead: SuPar, hopsparser, Stanza, and on
+a CPU for a small language UDPipe 1 and spaCy.
 
 Every system trains on the same first ``--sentences`` sentences of UD English-EWT train,
 one pass per ``--epochs``, at about ``--batch-tokens`` words per optimiser step (hopsparser
@@ -21,6 +22,15 @@ the nearest versions that work pinned.
     python -m benchmarks.peers --setup
     python -m benchmarks.peers --sentences 2000 --batch-tokens 250
     python -m benchmarks.peers --report
+
+A run may name another ``--treebank``, ``--sentences all`` (the whole training file) and
+several seeds (``--seed 1 2 3``; UDPipe 1, which has none, runs once); ``--runs`` puts the
+environments, data and run folders elsewhere. ``--report --cells`` tables the small-treebank
+cells of issue 46 (UDPipe 1 and spaCy beside this project's recorded rows, not rerun) and
+``--plot`` draws their LAS against training minutes:
+
+    python -m benchmarks.peers --treebank UD_Wolof-WTB --sentences 100 --dev-sentences all --systems udpipe1 spacy --seed 1 2 3
+    python -m benchmarks.peers --report --cells --plot docs/figures/peers_small_treebanks.png
 """
 
 from __future__ import annotations
@@ -42,7 +52,7 @@ from pathlib import Path
 from parser.cli import run_reporting_errors
 
 ROOT = Path(__file__).resolve().parent.parent
-RUNS = ROOT / "runs" / "peers"
+RUNS = Path(os.environ.get("PEERS_RUNS", ROOT / "runs" / "peers"))  # where --runs names no other
 RESULTS = ROOT / "docs" / "results" / "peers.jsonl"
 TREEBANK = "UD_English-EWT"
 THREAD_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false",
@@ -56,8 +66,10 @@ class Peer:
     run with this torch), all under the constraint ``torch==<this torch>``."""
 
     package: str
-    requirements: tuple[str, ...]
+    requirements: tuple[str, ...] = ()
     env: dict[str, str] = field(default_factory=dict)  # what its commands need set
+    torch: bool = True  # False: no torch in its environment (it does not use one)
+    dependencies: bool = False  # True: ``package`` comes with the dependencies it declares
 
 
 PEERS = {
@@ -70,6 +82,12 @@ PEERS = {
         "transformers==4.57.6", "bidict", "boltons", "click>=8.0.4,<9", "fastapi", "fasttextlt",
         "huggingface-hub", "loguru", "numpy>=2.1", "pooch", "pydantic>=2.0,<2.12",
         "pydantic-settings>=2.0,<2.10", "pyyaml", "rich", "sacremoses", "tabulate2", "uvicorn")),
+    # UDPipe 1: PyPI's ufal-udpipe and ufal.udpipe are one project (the C++ library's
+    # binding, its trainer included: ``Trainer.train``); PyPI ships no ``udpipe`` binary.
+    "udpipe1": Peer("ufal.udpipe==1.4.0.1", torch=False),
+    # spaCy with its declared dependencies; conllu lets benchmarks.peer_drivers read and write
+    # CoNLL-U with this project's reader (parser.data.sentences) in that environment.
+    "spacy": Peer("spacy==3.8.18", ("conllu==6.0.0",), torch=False, dependencies=True),
 }
 
 
@@ -91,12 +109,15 @@ def setup(names: list[str]) -> None:
             print(f"{home}: already built", flush=True)
             continue
         subprocess.run([sys.executable, "-m", "venv", "--clear", str(home)], check=True)
-        constraints = home / "constraints.txt"
-        constraints.write_text(f"torch=={torch_version()}\n", encoding="utf-8")
-        pip = [str(home / "bin" / "python"), "-m", "pip", "install", "-q", "-c", str(constraints)]
-        subprocess.run([*pip, f"torch=={torch_version()}"], check=True)
-        subprocess.run([*pip, "--no-deps", peer.package], check=True)
-        subprocess.run([*pip, *peer.requirements], check=True)
+        pip = [str(home / "bin" / "python"), "-m", "pip", "install", "-q"]
+        if peer.torch:
+            constraints = home / "constraints.txt"
+            constraints.write_text(f"torch=={torch_version()}\n", encoding="utf-8")
+            pip += ["-c", str(constraints)]
+            subprocess.run([*pip, f"torch=={torch_version()}"], check=True)
+        subprocess.run([*pip, *([] if peer.dependencies else ["--no-deps"]), peer.package], check=True)
+        if peer.requirements:
+            subprocess.run([*pip, *peer.requirements], check=True)
         frozen = subprocess.run([str(home / "bin" / "python"), "-m", "pip", "freeze"], check=True,
                                 capture_output=True, text=True).stdout
         (home / ".installed").write_text(frozen, encoding="utf-8")
@@ -113,29 +134,43 @@ def installed(name: str, package: str) -> str:
 
 # ---- data --------------------------------------------------------------------------------
 
-def sentence_blocks(path: Path) -> list[str]:
-    """The CoNLL-U sentences of a file as text blocks (comments and all)."""
-    blocks = path.read_text(encoding="utf-8").split("\n\n")
-    return [block.strip("\n") for block in blocks if any(line and not line.startswith("#") for line in block.splitlines())]
+def sentences_of(path: Path) -> list:
+    """A CoNLL-U file's sentences, by this project's reader (comments, multiword tokens and
+    empty nodes kept for writing back)."""
+    from parser.data.sentences import read_conllu
+
+    return read_conllu(path, trees=False)
 
 
-def word_count(block: str) -> int:
-    """Syntactic words of a sentence block (no multiword-token ranges, no empty nodes)."""
-    return sum(1 for line in block.splitlines() if line and line.split("\t", 1)[0].isdigit())
+def word_count(sentences: list) -> int:
+    """Syntactic words of the sentences (no multiword-token ranges, no empty nodes)."""
+    return sum(len(sentence.words) for sentence in sentences)
 
 
-def write_first(source: Path, count: int, target: Path) -> list[str]:
-    """The first ``count`` sentences of ``source`` into ``target``; returns them."""
-    blocks = sentence_blocks(source)[:count]
+def write_first(source: Path, count: int | None, target: Path) -> list:
+    """The first ``count`` sentences of ``source`` (all: None) into ``target``, as read;
+    returns them."""
+    from parser.data.sentences import write_conllu
+
+    sentences = sentences_of(source)[:count]
     target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text("\n\n".join(blocks) + "\n\n", encoding="utf-8")
-    return blocks
+    write_conllu(sentences, target)
+    return sentences
 
 
-def treebank_file(split: str) -> Path:
+def treebank_file(split: str, treebank: str = TREEBANK) -> Path:
     from parser.data.datamodule import DependencyDataModule
 
-    return DependencyDataModule(treebank=TREEBANK).path(split)
+    return DependencyDataModule(treebank=treebank).path(split)
+
+
+def size_arg(text: str) -> int | None:
+    """A number of sentences on the command line: a count, or ``all`` (None)."""
+    return None if text == "all" else int(text)
+
+
+def size_name(count: int | None) -> str:
+    return "all" if count is None else str(count)
 
 
 # ---- systems -----------------------------------------------------------------------------
@@ -387,8 +422,98 @@ class Stanza:
         return f"stanza {stanza.__version__}"
 
 
+def peer_driver(name: str) -> list[str]:
+    """The command line of ``benchmarks.peer_drivers`` in peer ``name``'s environment."""
+    return [str(venv(name) / "bin" / "python"), "-m", "benchmarks.peer_drivers"]
+
+
+class UDPipe1:
+    """UDPipe 1 (``ufal.udpipe``'s trainer, the library ``udpipe --train`` runs) with its
+    default recipe: no tokenizer (gold tokenisation), the MorphoDiTa tagger and the Parsito
+    parser with every option at its default (parser: projective arc-standard, dynamic and
+    search-based oracle, 10 iterations, early stopping on the dev file; tagger: 20
+    iterations, early stopping on the dev file); the parser reads the tagger's tags. It has
+    no seed (``run=N`` picks other hyperparameters): one run per cell."""
+
+    name = "udpipe1"
+    seeded = False
+    ITERATIONS = 10  # the parser's default
+    env: dict[str, str] = {}
+
+    def train_command(self, s: Setting, out: Path) -> list[str]:
+        return [*peer_driver("udpipe1"), "udpipe1-train", str(s.train), str(s.dev), str(out / "model.udpipe")]
+
+    def model(self, out: Path) -> Path:
+        return out / "model.udpipe"
+
+    def parse_command(self, model: Path, source: Path, target: Path) -> list[str]:
+        return [*peer_driver("udpipe1"), "udpipe1-parse", str(model), str(source), str(target)]
+
+    def steps(self, s: Setting, out: Path, log: str) -> int | None:
+        return None  # it trains sentence by sentence, no batches of words to count
+
+    def epochs(self, s: Setting, out: Path, log: str) -> int:
+        return len(re.findall(r"^Iteration \d+: training logprob", log, flags=re.M)) or self.ITERATIONS
+
+    def version(self) -> str:
+        return f"UDPipe {installed('udpipe1', 'ufal.udpipe')} (default recipe)"
+
+
+class SpaCy:
+    """spaCy's CNN pipeline as ``spacy init config --pipeline tagger,parser`` writes it (its
+    default recipe: shared tok2vec, tagger, transition parser; Adam, batches of 100 to 1,000
+    words, evaluation every 200 steps, stopping after 1,600 without a better dev score, at
+    most 20,000), language ``xx`` (most of these languages have no spaCy language class,
+    and with given words its tokenizer is never used), CoNLL-U converted by ``spacy convert
+    --converter conllu`` (one sentence a document, syntactic words); ``--training.seed``
+    is the seed. It parses ``Doc`` objects of the gold words (``benchmarks.peer_drivers``)."""
+
+    name = "spacy"
+    seeded = True
+    env: dict[str, str] = {}
+
+    def spacy(self) -> list[str]:
+        return [str(venv("spacy") / "bin" / "python"), "-m", "spacy"]
+
+    def train_command(self, s: Setting, out: Path) -> list[str]:
+        corpus = out / "corpus"
+        steps = [["mkdir", "-p", str(corpus / "train"), str(corpus / "dev")],
+                 [*self.spacy(), "convert", str(s.train), str(corpus / "train"), "--converter", "conllu"],
+                 [*self.spacy(), "convert", str(s.dev), str(corpus / "dev"), "--converter", "conllu"],
+                 [*self.spacy(), "init", "config", str(out / "config.cfg"), "--lang", "xx", "--pipeline", "tagger,parser",
+                  "--optimize", "efficiency", "--force"],
+                 [*self.spacy(), "train", str(out / "config.cfg"), "--output", str(out / "trained"),
+                  "--paths.train", str(corpus / "train"), "--paths.dev", str(corpus / "dev"),
+                  "--training.seed", str(s.seed)]]
+        return ["bash", "-c", " && ".join(shlex.join(step) for step in steps)]
+
+    def model(self, out: Path) -> Path:
+        return out / "trained" / "model-best"
+
+    def parse_command(self, model: Path, source: Path, target: Path) -> list[str]:
+        return [*peer_driver("spacy"), "spacy-parse", str(model), str(source), str(target)]
+
+    def steps(self, s: Setting, out: Path, log: str) -> int | None:
+        return spacy_progress(log)[1]
+
+    def epochs(self, s: Setting, out: Path, log: str) -> int:
+        return spacy_progress(log)[0] + 1  # its epochs count from 0
+
+    def version(self) -> str:
+        return f"spaCy {installed('spacy', 'spacy')} (CNN tagger+parser, default recipe)"
+
+
+def spacy_progress(log: str) -> tuple[int, int]:
+    """The epoch and step of the last row of a ``spacy train`` log's table."""
+    rows = re.findall(r"^\s*(\d+)\s+(\d+)\s+[\d.]+\s", log, flags=re.M)
+    if not rows:
+        raise ValueError("the spaCy log has no row of its training table")
+    epoch, step = rows[-1]
+    return int(epoch), int(step)
+
+
 SYSTEMS = {system.name: system for system in (TreeExp(), TreeExp("treeexp-bf16", "bf16-mixed"), TreeExpSelfDistilled(),
-                                               SuPar(), HopsParser(), Stanza())}
+                                               SuPar(), HopsParser(), Stanza(), UDPipe1(), SpaCy())}
 
 
 def chosen_systems(args: argparse.Namespace) -> dict:
@@ -407,19 +532,40 @@ class Child:
     seconds: float
     peak_rss: int  # bytes
     status: int
+    cpu_seconds: float = 0.0  # user + system time of the child and all it waited for
+
+
+# Linux counts the memory a process had before its exec in its peak RSS, so a child of this
+# process (torch loaded: hundreds of MiB) would report at least that much. The command runs
+# as the child of a bare ``python -S`` (about 10 MiB) that reports the command's usage.
+LAUNCHER = """import os, sys
+pid = os.fork()
+if pid == 0:
+    try:
+        os.execvp(sys.argv[2], sys.argv[2:])
+    finally:
+        os._exit(127)
+_, status, usage = os.wait4(pid, 0)
+with open(sys.argv[1], "w") as report:
+    report.write(f"{usage.ru_maxrss} {usage.ru_utime + usage.ru_stime}")
+code = os.waitstatus_to_exitcode(status)
+sys.exit(code if code >= 0 else 128 - code)
+"""
 
 
 def run_child(command: list[str], env: dict[str, str], log: Path) -> Child:
-    """Run ``command`` from the repository root with one thread, its output to ``log``."""
+    """Run ``command`` from the repository root with one thread, its output to ``log``: its
+    wall time, and its peak RSS and CPU time (its own and its waited-for children's)."""
     log.parent.mkdir(parents=True, exist_ok=True)
+    usage = log.with_suffix(".usage")
+    usage.unlink(missing_ok=True)
     with open(log, "w", encoding="utf-8") as out:
         start = time.perf_counter()
-        child = subprocess.Popen(command, cwd=ROOT, env={**os.environ, **THREAD_ENV, **env}, stdout=out,
-                                 stderr=subprocess.STDOUT)
-        _, status, usage = os.wait4(child.pid, 0)
+        child = subprocess.run([sys.executable, "-S", "-c", LAUNCHER, str(usage), *command], cwd=ROOT,
+                               env={**os.environ, **THREAD_ENV, **env}, stdout=out, stderr=subprocess.STDOUT)
         seconds = time.perf_counter() - start
-    child.returncode = os.waitstatus_to_exitcode(status)
-    return Child(seconds, usage.ru_maxrss * 1024, child.returncode)
+    peak, cpu = usage.read_text(encoding="utf-8").split() if usage.exists() else ("0", "0")
+    return Child(seconds, int(peak) * 1024, child.returncode, float(cpu))
 
 
 def last_error(log: Path) -> str:
@@ -445,32 +591,38 @@ def run(args: argparse.Namespace) -> list[dict]:
     from benchmarks.common import machine
     from benchmarks.low_resource import provenance
 
-    data = RUNS / "data"
-    train = data / f"train-{args.sentences}.conllu"
-    dev = data / f"dev-{args.dev_sentences}.conllu"
-    blocks = write_first(treebank_file("train"), args.sentences, train)
-    write_first(treebank_file("dev"), args.dev_sentences, dev)
-    test = treebank_file("test")
+    treebank = args.treebank
+    data = RUNS / "data" / treebank
+    train = data / f"train-{size_name(args.sentences)}.conllu"
+    dev = data / f"dev-{size_name(args.dev_sentences)}.conllu"
+    sentences = write_first(treebank_file("train", treebank), args.sentences, train)
+    write_first(treebank_file("dev", treebank), args.dev_sentences, dev)
+    test = treebank_file("test", treebank)
     if args.test_sentences is not None:  # a quick check of the pipeline, not a result to report
         test = data / f"test-{args.test_sentences}.conllu"
-        write_first(treebank_file("test"), args.test_sentences, test)
-    setting = Setting(train, dev, len(blocks), sum(map(word_count, blocks)), args.epochs, args.batch_tokens, args.seed,
-                      treebank_file("train"))
+        write_first(treebank_file("test", treebank), args.test_sentences, test)
     run_id = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
-    shared = {"run": run_id, "treebank": TREEBANK, "sentences": setting.sentences, "words": setting.words,
-              "epochs": args.epochs, "batch_tokens": args.batch_tokens, "threads": 1, "machine": machine(),
+    shared = {"run": run_id, "treebank": treebank, "training": size_name(args.sentences), "sentences": len(sentences),
+              "words": word_count(sentences), "dev_sentences": size_name(args.dev_sentences), "epochs": args.epochs,
+              "batch_tokens": args.batch_tokens, "threads": 1, "machine": machine(),
               **provenance(["-m", "benchmarks.peers", *args.argv])}
     Path(args.results).parent.mkdir(parents=True, exist_ok=True)
     systems = chosen_systems(args)
     versions = {name: system.version() for name, system in systems.items()}  # as the run starts, as its commit
     rows = []
-    for name, system in systems.items():
-        out = RUNS / "out" / run_id / name
-        row = {"system": name, "version": versions[name], **measure(system, setting, test, out, args.repeats),
-               **shared}
-        with open(args.results, "a", encoding="utf-8") as sink:
-            sink.write(json.dumps(row) + "\n")
-        rows.append(row)
+    for seed in args.seed:
+        setting = Setting(train, dev, len(sentences), word_count(sentences), args.epochs, args.batch_tokens, seed,
+                          treebank_file("train", treebank))
+        for name, system in systems.items():
+            if seed != args.seed[0] and not getattr(system, "seeded", True):
+                continue  # a system without a seed runs once
+            out = RUNS / "out" / run_id / (name if len(args.seed) == 1 else f"{name}-s{seed}")
+            seeded = {"seed": seed} if getattr(system, "seeded", True) else {}
+            row = {"system": name, "version": versions[name], **seeded,
+                   **measure(system, setting, test, out, args.repeats), **shared}
+            with open(args.results, "a", encoding="utf-8") as sink:
+                sink.write(json.dumps(row) + "\n")
+            rows.append(row)
     return rows
 
 
@@ -491,12 +643,13 @@ def measure(system, setting: Setting, test: Path, out: Path, repeats: int) -> di
     model, predicted, one = system.model(out), out / "test.pred.conllu", out / "test-1.conllu"
     epochs = system.epochs(setting, out, log)
     row.update(steps=system.steps(setting, out, log), epochs_run=epochs, train_seconds=round(child.seconds, 1),
+               train_cpu_seconds=round(child.cpu_seconds, 1),
                train_sentences_per_s=round(setting.sentences * epochs / child.seconds, 2),
                train_peak_rss_mib=mib(child.peak_rss), saved_mib=mib(size(model)),
                parse_command=shlex.join(system.parse_command(model, test, predicted)))
-    print(f"  {row['steps']} steps, {child.seconds:.0f} s", flush=True)
+    print(f"  {row['steps']} steps, {child.seconds:.0f} s ({child.cpu_seconds:.0f} s CPU)", flush=True)
     write_first(test, 1, one)
-    seconds, peak = [], 0
+    seconds, cpu, peak = [], [], 0
     for _ in range(repeats):
         full = run_child(system.parse_command(model, test, predicted), system.env, out / "parse.log")
         load = run_child(system.parse_command(model, one, out / "one.pred.conllu"), system.env, out / "parse-one.log")
@@ -504,10 +657,12 @@ def measure(system, setting: Setting, test: Path, out: Path, repeats: int) -> di
             failed = out / ("parse.log" if full.status != 0 else "parse-one.log")
             return {**row, "error": f"parsing exited with {full.status or load.status}: {last_error(failed)}"}
         seconds.append(full.seconds - load.seconds)
+        cpu.append(full.cpu_seconds - load.cpu_seconds)
         peak = max(peak, full.peak_rss)
         print(f"  parsed in {full.seconds:.1f} s, of which loading {load.seconds:.1f} s", flush=True)
-    median = statistics.median(seconds)
-    row.update(parse_seconds=round(median, 1), parse_sentences_per_s=round(len(sentence_blocks(test)) / median, 1),
+    median, median_cpu, count = statistics.median(seconds), statistics.median(cpu), len(sentences_of(test))
+    row.update(parse_seconds=round(median, 1), parse_sentences_per_s=round(count / median, 1),
+               parse_cpu_seconds=round(median_cpu, 2), parse_sentences_per_cpu_s=round(count / max(median_cpu, 0.01), 1),
                parse_repeats=repeats, parse_peak_rss_mib=mib(peak))
     try:
         scores = evaluate(test, predicted)
@@ -572,22 +727,190 @@ def comparison(members: list[dict]) -> str:
                      f"(targets: >= +0, >= 1.5x, >= 1.5x)." for row in ours)
 
 
+# ---- the small-treebank cells (issue 46) -------------------------------------------------
+
+CELL_TREEBANKS = ("UD_Wolof-WTB", "UD_Vietnamese-VTB", "UD_Greek-GDT", "UD_Uyghur-UDT")
+LOW_RESOURCE = ROOT / "docs" / "results" / "low_resource.jsonl"
+SMALL_TREEBANKS = ROOT / "docs" / "results" / "small_treebanks.jsonl"
+# configs/low_resource_multilingual.yaml as benchmarks.low_resource ran it (README, "Outside
+# English"): the supervised teachers of seeds 1-3, then two rounds of self-distillation.
+SUPERVISED_100 = ("'--model.terms+={\"objective\": \"objectives.TagLikelihood\"}' --model.encoder multilingual-e5-small "
+                  "--model.encoder_options.freeze embeddings --model.encoder_options.pooling mean "
+                  "--model.encoder_options.layer_mix true --model.encoder_options.dropout 0.1 --model.lr 1e-3")
+
+
+def is_student(row: dict, round_: int) -> bool:
+    return (row["objective"] == "self_distill" and row["variant"].startswith(f"round {round_} teachers of seeds 1 2 3 {SUPERVISED_100}")
+            and row["variant"].endswith("--model.encoder_options.word_dropout 0.15"))
+
+
+def entry(treebank: str, training: str, system: str, version: str, rows: list[dict], **fields) -> dict:
+    """One system in one cell: its seeds' LAS and UAS and what it cost (None: not recorded)."""
+    return {"treebank": treebank, "training": training, "system": system, "version": version,
+            "las": [row["las"] for row in rows], "uas": [row["uas"] for row in rows], **fields}
+
+
+def peer_entries(rows: list[dict]) -> list[dict]:
+    """The peers' cells from ``benchmarks.peers`` rows (the last run of each seed counts):
+    training CPU minutes and parsing sentences per CPU second on one thread, means over
+    seeds; peak RSS of training or parsing, the larger."""
+    latest: dict[tuple, dict] = {}
+    for row in rows:
+        if row.get("treebank") in CELL_TREEBANKS and "training" in row and "las" in row:
+            latest[row["treebank"], row["training"], row["system"], row.get("seed")] = row
+    groups: dict[tuple, list[dict]] = {}
+    for (treebank, training, system, _), row in latest.items():
+        groups.setdefault((treebank, training, system), []).append(row)
+    return [entry(treebank, training, system, members[-1]["version"], members, recorded=False,
+                  minutes=statistics.mean(row["train_cpu_seconds"] for row in members) / 60,
+                  parse=statistics.mean(row["parse_sentences_per_cpu_s"] for row in members),
+                  rss=max(max(row["train_peak_rss_mib"], row["parse_peak_rss_mib"]) for row in members),
+                  commit=members[-1]["commit"], command=members[-1]["command"])
+            for (treebank, training, system), members in groups.items()]
+
+
+def recorded_entries(low_resource: list[dict], small_treebanks: list[dict]) -> list[dict]:
+    """This project's recorded rows of the same cells, not rerun. At 100 trees, from
+    ``low_resource.jsonl``: the supervised recipe (the 3 teachers; minutes: one) and its
+    second-round self-distilled students (minutes: the 3 teachers, the seed's round-1 and
+    round-2 students; wall seconds of one thread as that benchmark records them). With the
+    whole file, from ``small_treebanks.jsonl``: ``configs/small_treebank.yaml`` with the
+    unadapted encoder and MST decoding, the run with the best dev LAS (its CPU minutes)."""
+    entries = []
+    for treebank in CELL_TREEBANKS:
+        cell = [row for row in low_resource if row["treebank"] == treebank and row["labeled"] == 100
+                and not row.get("extra_labeled")]
+        teachers = [row for row in cell if row["objective"] == "supervised" and row["variant"] == SUPERVISED_100]
+        by_commit: dict[str, list[dict]] = {}
+        for row in teachers:
+            by_commit.setdefault(row["commit"], []).append(row)
+        if by_commit:
+            teachers = max(by_commit.values(), key=len)  # the commit that ran all 3 seeds
+            teacher_seconds = sum(row["train_seconds"] for row in teachers)
+            entries.append(entry(treebank, "100", "treeexp", "treeexp supervised (recorded)", teachers, recorded=True,
+                                 minutes=statistics.mean(row["train_seconds"] for row in teachers) / 60, parse=None,
+                                 rss=None, commit=teachers[0]["commit"], command=teachers[0]["command"]))
+            students = [row for row in cell if is_student(row, 2)]
+            first = {row["seed"]: row for row in cell if is_student(row, 1)}
+            if students and all(row["seed"] in first for row in students):
+                minutes = statistics.mean(teacher_seconds + first[row["seed"]]["train_seconds"] + row["train_seconds"]
+                                          for row in students) / 60
+                entries.append(entry(treebank, "100", "treeexp-self", "treeexp self-distilled, 2 rounds (recorded)",
+                                     students, recorded=True, minutes=minutes, parse=None, rss=None,
+                                     commit=students[0]["commit"], command=students[0]["command"]))
+        full = [row for row in small_treebanks if row["treebank"] == treebank and row["recipe"] == "configs/small_treebank.yaml"
+                and row["encoder"] == "multilingual-e5-small" and row["decoder"] == "mst"]
+        if full:
+            best = max(full, key=lambda row: row["dev_las"])
+            entries.append({"treebank": treebank, "training": "all", "system": "treeexp",
+                            "version": "treeexp configs/small_treebank.yaml (recorded)", "las": [best["test_las"]],
+                            "uas": [best["test_uas"]], "recorded": True, "minutes": best["cpu_minutes"], "parse": None,
+                            "rss": best["peak_rss_gb"] * 1024 if best.get("peak_rss_gb") else None,
+                            "commit": best["commit"], "command": best["command"]})
+    return entries
+
+
+def spread(values: list[float]) -> str:
+    return f"{statistics.mean(values):.2f}" + (f" ± {statistics.stdev(values):.2f}" if len(values) > 1 else "")
+
+
+def cell_verdict(members: list[dict]) -> str:
+    """The cell's winner and its margin over the best of the other side, each of this
+    project's recipes against the best peer, and this project's training minutes over the
+    cheapest peer's."""
+    ours = [e for e in members if e["system"].startswith("treeexp")]
+    peers = [e for e in members if not e["system"].startswith("treeexp")]
+    if not ours or not peers:
+        return "No comparison yet: " + ("no peer row." if ours else "no row of this project.")
+    las = {id(e): statistics.mean(e["las"]) for e in members}
+    best_ours, best_peer = max(ours, key=lambda e: las[id(e)]), max(peers, key=lambda e: las[id(e)])
+    margin = las[id(best_ours)] - las[id(best_peer)]
+    winner, other = (best_ours, best_peer) if margin >= 0 else (best_peer, best_ours)
+    lines = [f"Winner: {winner['version']}, {abs(margin):.2f} LAS ahead of {other['version']}."]
+    lines += [f"{e['version']} against the best peer: {las[id(e)] - las[id(best_peer)]:+.2f} LAS." for e in ours
+              if e is not best_ours]
+    cheapest = min(peers, key=lambda e: e["minutes"])
+    for e in ours:
+        if e["minutes"] and cheapest["minutes"]:
+            ratio, extra = e["minutes"] / cheapest["minutes"], e["minutes"] - cheapest["minutes"]
+            gain = las[id(e)] - las[id(cheapest)]
+            per_minute = f", {gain / extra:+.2f} LAS per extra minute" if ratio > 10 else ""
+            lines.append(f"{e['version']}: {ratio:.0f}x the training minutes of the cheapest peer, "
+                         f"{cheapest['version']} ({cheapest['minutes']:.1f}){per_minute}.")
+    return " ".join(lines)
+
+
+def cells_report(entries: list[dict]) -> str:
+    """One markdown table per cell (treebank x training size), each system's test LAS and UAS
+    (mean ± sd over seeds), training minutes, parsing speed and peak RSS, then the verdict."""
+    from benchmarks.common import markdown_table
+
+    cells: dict[tuple, list[dict]] = {}
+    for item in entries:
+        cells.setdefault((item["treebank"], item["training"]), []).append(item)
+    order = {name: i for i, name in enumerate(CELL_TREEBANKS)}
+    parts = []
+    header = ["system", "seeds", "test LAS", "test UAS", "train minutes (1 thread)", "parse sent/s (1 thread)",
+              "peak RSS (MiB)", "commit"]
+    for (treebank, training), members in sorted(cells.items(), key=lambda kv: (kv[0][1] == "all", order[kv[0][0]])):
+        parts.append(f"**{treebank}, {'100 trees' if training == '100' else 'the whole training file'}**")
+        table = [[e["version"], str(len(e["las"])), spread(e["las"]), spread(e["uas"]), fmt(e["minutes"]),
+                  fmt(e["parse"]), fmt(e["rss"], 0), e["commit"][:7]]
+                 for e in sorted(members, key=lambda e: -statistics.mean(e["las"]))]
+        parts.append(markdown_table(header, table))
+        parts.append(cell_verdict(members))
+    return "\n\n".join(parts)
+
+
+def plot_cells(entries: list[dict], path: Path) -> None:
+    """LAS against training minutes (log scale), one point per system and cell: the colour
+    the treebank, the marker the system, filled at 100 trees, hollow with the whole file."""
+    from parser.drawing import new_figure, save
+
+    figure = new_figure(6.4, 4.0, layout="constrained")
+    axes = figure.add_subplot()
+    colours = dict(zip(CELL_TREEBANKS, ("tab:blue", "tab:orange", "tab:green", "tab:red")))
+    markers = {"udpipe1": "s", "spacy": "^", "treeexp": "o", "treeexp-self": "*"}
+    for e in entries:
+        if not e["minutes"]:
+            continue
+        colour = colours[e["treebank"]]
+        axes.scatter(e["minutes"], statistics.mean(e["las"]), s=60, marker=markers.get(e["system"], "x"),
+                     facecolors=colour if e["training"] == "100" else "none", edgecolors=colour)
+    for treebank, colour in colours.items():
+        axes.scatter([], [], color=colour, label=treebank.removeprefix("UD_"))
+    for system, marker in markers.items():
+        axes.scatter([], [], marker=marker, color="grey", label=system)
+    axes.set_xscale("log")
+    axes.set_xlabel("training minutes, one thread (log)")
+    axes.set_ylabel("test LAS")
+    axes.set_title("filled: 100 trees, hollow: whole training file", fontsize=9)
+    axes.legend(fontsize=7, ncol=2)
+    save(figure, path, dpi=80)
+
+
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     cli = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     cli.add_argument("--setup", action="store_true", help="build the peers' environments under runs/peers/ and stop")
     cli.add_argument("--report", action="store_true", help="print the markdown table of --results and stop")
+    cli.add_argument("--cells", action="store_true",
+                     help="with --report: the small-treebank cells of --results beside this project's recorded rows")
+    cli.add_argument("--plot", default=None, help="with --report --cells: draw LAS against training minutes here (PNG)")
     cli.add_argument("--systems", nargs="+", default=list(SYSTEMS), choices=list(SYSTEMS))
-    cli.add_argument("--sentences", type=int, default=2000, help="the first K sentences of EWT train")
-    cli.add_argument("--dev-sentences", type=int, default=100, help="the first K of EWT dev: every system's dev file")
+    cli.add_argument("--treebank", default=TREEBANK, help="a UD treebank folder under $UD_DIR")
+    cli.add_argument("--sentences", type=size_arg, default=2000, help="the first K sentences of train, or all")
+    cli.add_argument("--dev-sentences", type=size_arg, default=100,
+                     help="the first K of dev, or all: every system's dev file")
     cli.add_argument("--test-sentences", type=int, default=None, help="parse only the first K of EWT test (checks)")
     cli.add_argument("--epochs", type=int, default=1)
     cli.add_argument("--batch-tokens", type=int, default=250, help="words per optimiser step")
     cli.add_argument("--repeats", type=int, default=1, help="parsing rounds (the median counts)")
-    cli.add_argument("--seed", type=int, default=1)
+    cli.add_argument("--seed", type=int, nargs="+", default=[1], help="one run per seed (a system without one: once)")
     cli.add_argument("--treeexp-config", default=TreeExp.config, help="this project's recipe (a train.py config)")
     cli.add_argument("--treeexp-args", default="", help="train.py overrides on top of it, e.g. '--model.lr 1e-3'")
     cli.add_argument("--results", default=str(RESULTS))
+    cli.add_argument("--runs", default=str(RUNS), help="the peers' environments, data and run folders")
     cli.add_argument("--debug", action="store_true", help="show the full traceback of an error")
     args = cli.parse_args(argv)
     args.argv = [arg for arg in argv if arg != "--debug"]
@@ -595,8 +918,17 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def benchmark(args: argparse.Namespace) -> None:
+    global RUNS
+    RUNS = Path(args.runs)
+    if args.report and args.cells:
+        entries = peer_entries(read_rows(Path(args.results))) + recorded_entries(read_rows(LOW_RESOURCE),
+                                                                                  read_rows(SMALL_TREEBANKS))
+        print(cells_report(entries))
+        if args.plot:
+            plot_cells(entries, Path(args.plot))
+        return
     if args.report:
-        print(report(read_rows(Path(args.results))))
+        print(report([row for row in read_rows(Path(args.results)) if "training" not in row]))
         return
     if args.setup:
         setup([name for name in args.systems if name in PEERS])

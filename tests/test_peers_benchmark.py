@@ -31,11 +31,14 @@ CONLLU = """# sent_id = a
 def test_the_first_sentences_go_to_a_file_with_their_comments_and_words_count_syntactic_words(tmp_path):
     source = tmp_path / "in.conllu"
     source.write_text(CONLLU, encoding="utf-8")
-    blocks = peers.write_first(source, 2, tmp_path / "sub" / "out.conllu")
-    assert [peers.word_count(block) for block in blocks] == [4, 2]  # no 2-3 range, no 1.1 empty node
+    sentences = peers.write_first(source, 2, tmp_path / "sub" / "out.conllu")
+    assert [peers.word_count([sentence]) for sentence in sentences] == [4, 2]  # no 2-3 range, no 1.1 empty node
     written = (tmp_path / "sub" / "out.conllu").read_text(encoding="utf-8")
-    assert written.startswith("# sent_id = a\n") and "# sent_id = c" not in written and written.endswith("!\t!\tPUNCT\t_\t_\t1\tpunct\t_\t_\n\n")
-    assert peers.sentence_blocks(tmp_path / "sub" / "out.conllu") == blocks
+    assert written == CONLLU[:CONLLU.index("# sent_id = c")]  # as read, byte for byte
+    assert [s.words for s in peers.sentences_of(tmp_path / "sub" / "out.conllu")] == [s.words for s in sentences]
+    everything = peers.write_first(source, None, tmp_path / "all.conllu")  # --sentences all
+    assert len(everything) == 3 and (tmp_path / "all.conllu").read_text(encoding="utf-8") == CONLLU
+    assert peers.size_arg("all") is None and peers.size_arg("100") == 100 and peers.size_name(None) == "all"
 
 
 def test_steps_come_from_supars_log_and_hopsparsers_batches():
@@ -120,3 +123,172 @@ def test_the_chosen_recipe_reaches_every_treeexp_system_and_no_peer():
     for name in ("treeexp", "treeexp-self"):
         assert systems[name].config == "configs/likelihood_low_resource.yaml" and systems[name].extra == ("--model.lr", "1e-3")
     assert peers.SYSTEMS["treeexp"].config == "configs/likelihood.yaml"  # the defaults are left as they were
+
+
+# ---- UDPipe 1 and spaCy, the small-treebank cells -----------------------------------------
+
+def small_setting(tmp_path, seed: int = 2) -> peers.Setting:
+    return peers.Setting(tmp_path / "train.conllu", tmp_path / "dev.conllu", 100, 1546, 1, 250, seed, tmp_path / "all.conllu")
+
+
+def test_udpipe1_trains_and_parses_through_the_driver_in_its_own_environment(tmp_path):
+    system = peers.SYSTEMS["udpipe1"]
+    train = system.train_command(small_setting(tmp_path), tmp_path / "out")
+    assert train[0] == str(peers.venv("udpipe1") / "bin" / "python") and train[1:4] == ["-m", "benchmarks.peer_drivers", "udpipe1-train"]
+    assert train[4:] == [str(tmp_path / "train.conllu"), str(tmp_path / "dev.conllu"), str(tmp_path / "out" / "model.udpipe")]
+    assert not system.seeded  # no seed: one run per cell
+    parse = system.parse_command(system.model(tmp_path / "out"), tmp_path / "in.conllu", tmp_path / "out.conllu")
+    assert parse[3:] == ["udpipe1-parse", str(tmp_path / "out" / "model.udpipe"), str(tmp_path / "in.conllu"), str(tmp_path / "out.conllu")]
+    log = "Iteration 1: training logprob -1e3, heldout UAS 50%\nIteration 2: training logprob -9e2, heldout UAS 52%\n"
+    assert system.epochs(small_setting(tmp_path), tmp_path, log) == 2 and system.steps(small_setting(tmp_path), tmp_path, log) is None
+
+
+def test_spacy_converts_inits_its_default_cnn_config_and_trains_with_the_seed(tmp_path):
+    system = peers.SYSTEMS["spacy"]
+    command = system.train_command(small_setting(tmp_path, seed=3), tmp_path / "out")
+    assert command[:2] == ["bash", "-c"]
+    mkdir, train_convert, dev_convert, init, train = (shlex.split(step) for step in command[2].split(" && "))
+    corpus = tmp_path / "out" / "corpus"
+    assert mkdir == ["mkdir", "-p", str(corpus / "train"), str(corpus / "dev")]
+    assert train_convert[1:] == ["-m", "spacy", "convert", str(tmp_path / "train.conllu"), str(corpus / "train"), "--converter", "conllu"]
+    assert dev_convert[4:6] == [str(tmp_path / "dev.conllu"), str(corpus / "dev")]
+    assert init[3:] == ["init", "config", str(tmp_path / "out" / "config.cfg"), "--lang", "xx", "--pipeline", "tagger,parser",
+                        "--optimize", "efficiency", "--force"]
+    assert train[3:5] == ["train", str(tmp_path / "out" / "config.cfg")] and train[train.index("--training.seed") + 1] == "3"
+    assert train[train.index("--paths.train") + 1] == str(corpus / "train") and train[0] == str(peers.venv("spacy") / "bin" / "python")
+    assert system.model(tmp_path / "out") == tmp_path / "out" / "trained" / "model-best"
+    assert system.parse_command(tmp_path / "m", tmp_path / "in", tmp_path / "o")[3:] == ["spacy-parse", str(tmp_path / "m"),
+                                                                                       str(tmp_path / "in"), str(tmp_path / "o")]
+
+
+def test_spacys_epochs_and_steps_come_from_the_last_row_of_its_training_table():
+    log = ("E    #       LOSS TOK2VEC  LOSS TAGGER  LOSS PARSER  TAG_ACC  DEP_UAS  DEP_LAS  SCORE \n"
+           "---  ------  ------------  -----------  -----------  -------  -------  -------  ------\n"
+           "  0       0          0.00        76.24       183.64    38.81     9.52     2.80    0.22\n"
+           " 45     200        465.65      1897.17      4060.14    72.63    46.06     9.91    0.50\n"
+           "100     400        619.17        30.42       230.14    73.17    46.65    11.63    0.51\n")
+    assert peers.spacy_progress(log) == (100, 400)
+    system = peers.SYSTEMS["spacy"]
+    assert system.epochs(None, Path("."), log) == 101 and system.steps(None, Path("."), log) == 400
+    with pytest.raises(ValueError, match="no row"):
+        peers.spacy_progress("Saved pipeline\n")
+
+
+def test_a_childs_peak_memory_is_its_own_not_this_processs(tmp_path):
+    import torch  # noqa: F401 - this process holds hundreds of MiB, as benchmarks.peers does
+
+    small = peers.run_child(["python3", "-c", "pass"], {}, tmp_path / "small.log")
+    large = peers.run_child(["python3", "-c", "x = bytearray(300 * 2**20); x[::4096] = b'1' * len(x[::4096])"], {}, tmp_path / "large.log")
+    assert small.status == 0 and small.peak_rss < 60 * 2**20 and large.peak_rss > 300 * 2**20
+    assert large.cpu_seconds > 0 and large.seconds >= large.cpu_seconds * 0.5
+    assert peers.run_child(["bash", "-c", "exit 3"], {}, tmp_path / "fail.log").status == 3
+
+
+def cell_row(system: str, seed: int | None, las: float, **values) -> dict:
+    row = {"run": "r", "system": system, "version": f"{system} v", "treebank": "UD_Wolof-WTB", "training": "100",
+           "las": las, "uas": las + 10, "train_cpu_seconds": 60.0, "parse_sentences_per_cpu_s": 300.0,
+           "train_peak_rss_mib": 40.0, "parse_peak_rss_mib": 30.0, "commit": "abcdef0123", "command": "c", **values}
+    return row if seed is None else {**row, "seed": seed}
+
+
+def test_the_cells_report_gives_seeds_mean_and_sd_the_winner_its_margin_and_the_cost_ratio():
+    rows = [cell_row("udpipe1", None, 39.0), cell_row("udpipe1", None, 40.0),  # a rerun: the last counts
+            cell_row("spacy", 1, 30.0, train_cpu_seconds=300.0), cell_row("spacy", 2, 32.0, train_cpu_seconds=420.0),
+            cell_row("spacy", 3, 34.0, train_cpu_seconds=360.0, train_peak_rss_mib=500.0),
+            {"run": "old", "system": "supar", "las": 70.0, "treebank": "UD_English-EWT"}]  # not a cell
+    low = [{"treebank": "UD_Wolof-WTB", "labeled": 100, "extra_labeled": 0, "objective": "supervised", "seed": seed,
+            "variant": peers.SUPERVISED_100, "las": 41.0 + seed, "uas": 50.0, "train_seconds": 600, "commit": "c1",
+            "command": "t"} for seed in (1, 2, 3)]
+    for round_, extra in ((1, 300), (2, 600)):
+        low += [{**row, "objective": "self_distill", "variant": f"round {round_} teachers of seeds 1 2 3 {peers.SUPERVISED_100} "
+                 "'--model.terms=[...]' --model.encoder_options.word_dropout 0.15", "las": 45.0 + round_ + row["seed"],
+                 "train_seconds": extra} for row in low[:3]]
+    small = [{"treebank": "UD_Wolof-WTB", "recipe": "configs/small_treebank.yaml", "encoder": "multilingual-e5-small",
+              "decoder": decoder, "dev_las": dev, "test_las": test, "test_uas": 80.0, "cpu_minutes": 50.0,
+              "peak_rss_gb": 2.0, "commit": "c2", "command": "s"}
+             for decoder, dev, test in (("mst", 70.0, 72.0), ("mst", 71.0, 73.0), ("eisner", 75.0, 99.0))]
+    entries = peers.peer_entries(rows) + peers.recorded_entries(low, small)
+    by = {(e["system"], e["training"]): e for e in entries}
+    assert by["udpipe1", "100"]["las"] == [40.0] and by["spacy", "100"]["las"] == [30.0, 32.0, 34.0]
+    assert by["spacy", "100"]["minutes"] == 6.0 and by["spacy", "100"]["rss"] == 500.0
+    assert by["treeexp", "100"]["las"] == [42.0, 43.0, 44.0] and by["treeexp", "100"]["minutes"] == 10.0
+    assert by["treeexp-self", "100"]["las"] == [48.0, 49.0, 50.0] and by["treeexp-self", "100"]["minutes"] == 45.0  # 3 teachers + 2 rounds
+    assert by["treeexp", "all"]["las"] == [73.0] and by["treeexp", "all"]["rss"] == 2048.0  # MST, the best on dev
+    text = peers.cells_report(entries)
+    assert "| treeexp-self v" not in text and "| treeexp self-distilled, 2 rounds (recorded) | 3 | 49.00 ± 1.00 |" in text
+    assert "| spacy v | 3 | 32.00 ± 2.00 | 42.00 ± 2.00 | 6.0 | 300.0 | 500 | abcdef0 |" in text
+    assert "Winner: treeexp self-distilled, 2 rounds (recorded), 9.00 LAS ahead of udpipe1 v." in text
+    assert "treeexp supervised (recorded) against the best peer: +3.00 LAS." in text
+    assert ("treeexp self-distilled, 2 rounds (recorded): 45x the training minutes of the cheapest peer, udpipe1 v (1.0), "
+            "+0.20 LAS per extra minute." in text)  # (49 - 40) / (45 - 1)
+    assert "treeexp supervised (recorded): 10x the training minutes of the cheapest peer, udpipe1 v (1.0)." in text
+    assert "**UD_Wolof-WTB, the whole training file**" in text and "No comparison yet: no peer row." in text
+
+
+def test_the_figure_is_a_small_png(tmp_path):
+    pytest.importorskip("matplotlib")
+    entries = peers.peer_entries([cell_row("udpipe1", None, 40.0), cell_row("spacy", 1, 30.0, training="all")])
+    peers.plot_cells(entries, tmp_path / "cells.png")
+    assert (tmp_path / "cells.png").read_bytes()[:4] == b"\x89PNG" and (tmp_path / "cells.png").stat().st_size < 100_000
+
+
+def built(name: str) -> None:
+    if not (peers.venv(name) / ".installed").exists():
+        pytest.skip(f"{peers.venv(name)} not built (python -m benchmarks.peers --setup --systems {name}; PEERS_RUNS names its folder)")
+
+
+def first_wolof(tmp_path, count: int, start: int = 0) -> Path:
+    from parser.data.datamodule import DependencyDataModule
+    from parser.data.sentences import write_conllu
+
+    source = DependencyDataModule(treebank="UD_Wolof-WTB").path("train")
+    target = tmp_path / f"wo-{start}-{count}.conllu"
+    write_conllu(peers.sentences_of(source)[start:start + count], target)
+    return target
+
+
+def test_udpipe1_really_trains_on_30_sentences_and_parses_the_gold_words(tmp_path):
+    built("udpipe1")
+    train, dev = first_wolof(tmp_path, 30), first_wolof(tmp_path, 15, start=30)
+    system = peers.SYSTEMS["udpipe1"]
+    trained = peers.run_child(system.train_command(peers.Setting(train, dev, 30, 0, 1, 250, 1, train),
+                                                   tmp_path), {}, tmp_path / "train.log")
+    assert trained.status == 0, (tmp_path / "train.log").read_text()
+    parsed = peers.run_child(system.parse_command(system.model(tmp_path), dev, tmp_path / "pred.conllu"), {}, tmp_path / "parse.log")
+    assert parsed.status == 0, (tmp_path / "parse.log").read_text()
+    from parser.evaluate import evaluate
+
+    gold, predicted = peers.sentences_of(dev), peers.sentences_of(tmp_path / "pred.conllu")
+    assert [s.words for s in predicted] == [s.words for s in gold]
+    assert 20 < evaluate(dev, tmp_path / "pred.conllu")["las"] < 100
+
+
+def test_spacy_parses_given_words_into_one_tree_a_sentence_written_back_as_conllu(tmp_path):
+    built("spacy")
+    import subprocess
+
+    source = tmp_path / "in.conllu"
+    source.write_text(CONLLU, encoding="utf-8")
+    # an initialised, untrained tagger+parser: its trees are random, their shape is the test
+    init = ("import spacy, sys\nfrom spacy.tokens import Doc\nfrom spacy.training import Example\n"
+            "nlp = spacy.blank('xx'); nlp.add_pipe('tagger'); nlp.add_pipe('parser')\n"
+            "doc = Doc(nlp.vocab, words=['a', 'b', 'c'], heads=[1, 1, 1], deps=['nsubj', 'ROOT', 'obj'], tags=['X', 'V', 'X'])\n"
+            "nlp.initialize(lambda: [Example(nlp.make_doc('a b c'), doc)]); nlp.to_disk(sys.argv[1])\n")
+    python = str(peers.venv("spacy") / "bin" / "python")
+    subprocess.run([python, "-c", init, str(tmp_path / "model")], check=True, cwd=peers.ROOT)
+    subprocess.run(peers.SYSTEMS["spacy"].parse_command(tmp_path / "model", source, tmp_path / "out.conllu"), check=True,
+                   cwd=peers.ROOT)
+    from parser.data.sentences import read_conllu
+
+    parsed = read_conllu(tmp_path / "out.conllu")  # every sentence a tree: one root, no cycle
+    assert [s.words for s in parsed] == [s.words for s in peers.sentences_of(source)]
+    assert all(s.heads.count(0) == 1 for s in parsed) and all("ROOT" not in s.deprels for s in parsed)
+    assert "2-3\tdon't" in (tmp_path / "out.conllu").read_text(encoding="utf-8")  # the multiword token kept
+
+
+def test_a_parse_of_several_trees_becomes_one_under_its_first_root():
+    from benchmarks.peer_drivers import one_tree
+
+    assert one_tree([2, 0, 2, 0, 4], ["nsubj", "root", "obj", "root", "punct"]) == (
+        [2, 0, 2, 2, 4], ["nsubj", "root", "obj", "dep", "punct"])
+    assert one_tree([0, 1], ["root", "obj"]) == ([0, 1], ["root", "obj"])
