@@ -21,10 +21,9 @@ import statistics
 from pathlib import Path
 
 from benchmarks.common import ROOT, provenance
+from parser import pipeline
 from parser.cli import run_reporting_errors
 from parser.data.datamodule import DependencyDataModule
-from parser.evaluate import evaluate
-from parser.predict import predict
 from parser.runs import FINISHED, finished
 from parser.training.callbacks import MONITOR
 
@@ -33,10 +32,8 @@ STAGES = ("zero-shot", "target_only", "finetuned", "start", "student")  # the ta
 
 
 def test_scores(checkpoint: Path, test_file: Path, scratch: Path) -> dict[str, float]:
-    """UAS and LAS of a parser on ``test_file``."""
-    scratch.parent.mkdir(parents=True, exist_ok=True)
-    predict(str(checkpoint), str(test_file), str(scratch), precision="auto")
-    scores = evaluate(test_file, scratch)
+    """Test UAS and LAS of a parser, as the row keeps them (``parser.pipeline.test_scores``)."""
+    scores = pipeline.test_scores(checkpoint, test_file, scratch)
     return {"test_uas": round(scores["uas"], 2), "test_las": round(scores["las"], 2)}
 
 

@@ -175,13 +175,16 @@ def run(pipeline: Pipeline, treebank: str, output: Path, root: str | None = None
     return results
 
 
-def test_las(run_: Run, test_file: Path, scratch: Path) -> float:
-    """Test LAS of a run's best parser on ``test_file`` (parsed into ``scratch``)."""
+def test_scores(checkpoint: str | Path, test_file: Path, scratch: Path) -> dict[str, float]:
+    """UAS and LAS (CoNLL 2018 definitions) of a saved parser on ``test_file``, parsed into ``scratch``
+    (bf16 autocast where the processor does bf16 arithmetic)."""
     from parser.evaluate import evaluate
     from parser.predict import predict
 
-    predict(str(run_.best), str(test_file), str(scratch))
-    return evaluate(test_file, scratch)["las"]
+    scratch.parent.mkdir(parents=True, exist_ok=True)
+    predict(str(checkpoint), str(test_file), str(scratch), precision="auto")
+    scores = evaluate(test_file, scratch)
+    return {"uas": scores["uas"], "las": scores["las"]}
 
 
 def table(pipeline: Pipeline, test_file: Path | None, output: Path) -> str:
@@ -192,8 +195,7 @@ def table(pipeline: Pipeline, test_file: Path | None, output: Path) -> str:
             name = "given" if run_.given else run_.directory.parts[-3]  # seed<S>
             line = f"{stage.name:<12} {name:<19} {run_.dev().get(MONITOR, float('nan')):7.2f}"
             if test_file:
-                (output / "test").mkdir(parents=True, exist_ok=True)
-                line += f"  {test_las(run_, test_file, output / 'test' / f'{stage.name}-{name}.conllu'):8.2f}"
+                line += f"  {test_scores(run_.best, test_file, output / 'test' / f'{stage.name}-{name}.conllu')['las']:8.2f}"
             lines.append(line)
     return "\n".join(lines)
 
