@@ -10,7 +10,11 @@ pipeline's folder (``configs/pipelines/transfer.yaml``), recorded as rows, and t
 ``parser.evaluate`` (CoNLL 2018 definitions) and appends one row per run to ``--results``
 (stage, seed, dev and test LAS/UAS, CPU minutes and peak RSS of its train.py, its command,
 the commit); a run already recorded for the treebank is skipped. ``report`` prints a table
-per treebank: mean and spread over seeds of each stage.
+per treebank: mean and spread over seeds of each stage; ``summary`` one line per target beside
+what the target's own trees give (the low-resource grid's rows), the whole training file and
+UDPipe 2:
+
+    python -m benchmarks.transfer summary
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ import statistics
 from pathlib import Path
 
 from benchmarks.common import ROOT, provenance
+from benchmarks.headline import LOW_RESOURCE, languages
+from benchmarks.small_treebank import UDPIPE2
 from parser import pipeline
 from parser.cli import run_reporting_errors
 from parser.data.datamodule import DependencyDataModule
@@ -28,7 +34,8 @@ from parser.runs import FINISHED, finished
 from parser.training.callbacks import MONITOR
 
 RESULTS = ROOT / "docs" / "results" / "transfer.jsonl"
-STAGES = ("zero-shot", "target_only", "finetuned", "start", "student")  # the table's order
+STAGES = ("zero-shot", "target_only", "finetuned", "start", "student", "student_ge", "full")  # the table's order
+TARGETS = ("UD_Wolof-WTB", "UD_Vietnamese-VTB", "UD_Greek-GDT", "UD_Uyghur-UDT", "UD_Turkish-IMST", "UD_Welsh-CCG")
 
 
 def test_scores(checkpoint: Path, test_file: Path, scratch: Path) -> dict[str, float]:
@@ -102,17 +109,53 @@ def report(results: Path) -> str:
     return "\n".join(out)
 
 
+def _mean(values: list[float]) -> str:
+    if not values:
+        return "-"
+    return f"{statistics.mean(values):.1f}" + (f" ± {statistics.stdev(values):.1f}" if len(values) > 1 else "")
+
+
+def summary(results: Path, low_resource: Path = LOW_RESOURCE) -> str:
+    """Markdown, a line per target: test LAS (mean ± sd over seeds) of the base as it is, the
+    target's own 100 trees (the grid's supervised parser and its best recipe, from
+    ``low_resource``; where the grid has no rows, the pipeline's ``target_only`` run stands for
+    the supervised one), the base fine-tuned on them, its noisy student (+ GE), the recipe's
+    margin over the best target-only parser, and on the whole training file: the grid's parser,
+    the base fine-tuned, UDPipe 2 (published)."""
+    rows = read_rows(results)
+    grid = {language.treebank: language for language in languages(low_resource)}
+    lines = ["| target | zero-shot | own 100 trees: supervised | own 100 trees: best recipe | fine-tuned base "
+             "| + self-training | + GE | self-training - best own | whole file: own | whole file: base "
+             "| UDPipe 2 |", "|---|" + "---:|" * 10]
+    for treebank in TARGETS:
+        las = {stage: [r["test_las"] for r in rows if r["treebank"] == treebank and r["stage"] == stage]
+               for stage in STAGES}
+        if not any(las.values()):
+            continue
+        own = grid.get(treebank)
+        supervised = own.supervised if own else las["target_only"]
+        best = own.recipe if own else supervised
+        margin = (f"{statistics.mean(las['student']) - statistics.mean(best):+.1f}"
+                  if las["student"] and best else "-")
+        full = f"{own.full:.1f}" if own and own.full is not None else "-"
+        udpipe = f"{UDPIPE2[treebank][1]:.1f}" if treebank in UDPIPE2 else "-"
+        lines.append(f"| {treebank.removeprefix('UD_')} | {_mean(las['zero-shot'])} | {_mean(supervised)} "
+                     f"| {_mean(own.recipe) if own else '-'} | {_mean(las['finetuned'])} | {_mean(las['student'])} "
+                     f"| {_mean(las['student_ge'])} | {margin} | {full} | {_mean(las['full'])} | {udpipe} |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> None:
     cli = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    cli.add_argument("action", choices=["record", "report"])
+    cli.add_argument("action", choices=["record", "report", "summary"])
     cli.add_argument("--treebank")
     cli.add_argument("--output", type=Path, help="the transfer pipeline's --output folder")
     cli.add_argument("--zero-shot", type=Path, default=None, help="the base parser, scored on the target as it is")
     cli.add_argument("--root", default=None, help="the folder of UD treebanks (default: $UD_DIR)")
     cli.add_argument("--results", type=Path, default=RESULTS)
     args = cli.parse_args(argv)
-    if args.action == "report":
-        print(report(args.results))
+    if args.action in ("report", "summary"):
+        print(report(args.results) if args.action == "report" else summary(args.results))
         return
     if not args.treebank or not args.output:
         cli.error("record needs --treebank and --output")

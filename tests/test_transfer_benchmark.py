@@ -32,3 +32,21 @@ def test_rows_of_every_finished_run_once_and_their_table(tmp_path, monkeypatch, 
     table = transfer.report(results)
     assert "| zero-shot | 1 | 61.00 |" in table and "| finetuned | 2 | 62.50 ± 0.71 |" in table
     assert table.index("zero-shot") < table.index("target_only") < table.index("finetuned")
+
+
+def test_summary_sets_each_target_beside_its_own_trees_and_the_whole_file(tmp_path):
+    rows = [("UD_Wolof-WTB", "zero-shot", 20.0), ("UD_Wolof-WTB", "student", 55.0), ("UD_Wolof-WTB", "student", 57.0),
+            ("UD_Wolof-WTB", "full", 81.0), ("UD_Turkish-IMST", "target_only", 40.0),
+            ("UD_Turkish-IMST", "student", 45.5), ("UD_Fake-X", "student", 1.0)]
+    results = tmp_path / "rows.jsonl"
+    results.write_text("".join(json.dumps({"treebank": t, "stage": s, "test_las": las}) + "\n" for t, s, las in rows))
+    wolof = next(language for language in transfer.languages() if language.treebank == "UD_Wolof-WTB")
+    lines = transfer.summary(results).splitlines()
+    assert len(lines) == 4  # header, rule, Wolof, Turkish: only the six targets, in their order
+    cells = [cell.strip() for cell in lines[2].split("|")[1:-1]]
+    best = sum(wolof.recipe) / len(wolof.recipe)
+    assert cells[0] == "Wolof-WTB" and cells[1] == "20.0" and cells[5] == "56.0 ± 1.4" and cells[6] == "-"
+    assert cells[3] == transfer._mean(wolof.recipe) and cells[7] == f"{56.0 - best:+.1f}"
+    assert cells[8] == f"{wolof.full:.1f}" and cells[9] == "81.0" and cells[10] == "80.2"
+    turkish = [cell.strip() for cell in lines[3].split("|")[1:-1]]
+    assert turkish[2] == "40.0" and turkish[3] == "-" and turkish[7] == "+5.5" and turkish[10] == "-"
