@@ -186,6 +186,7 @@ def test_a_base_with_treebank_vectors_trains_saves_and_passes_them_on(tiny_bert_
 
 @pytest.mark.parametrize("name, objectives", [
     ("multilingual_base", ["Likelihood", "TagLikelihood"]), ("transfer", ["Likelihood", "TagLikelihood"]),
+    ("transfer_full", ["Likelihood", "TagLikelihood"]),
     ("transfer_student", ["Likelihood", "TagLikelihood", "Distillation"]),
     ("transfer_student_ge", ["Likelihood", "TagLikelihood", "Distillation", "GeneralizedExpectation"])])
 def test_the_transfer_recipes_instantiate_with_one_network(name, objectives, tiny_bert_dir):
