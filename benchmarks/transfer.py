@@ -22,10 +22,11 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+from dataclasses import dataclass
 from pathlib import Path
 
 from benchmarks.common import ROOT, provenance
-from benchmarks.headline import LOW_RESOURCE, languages
+from benchmarks.headline import LOW_RESOURCE, grouped_bars, languages
 from benchmarks.small_treebank import UDPIPE2
 from parser import pipeline
 from parser.cli import run_reporting_errors
@@ -34,6 +35,7 @@ from parser.runs import FINISHED, finished
 from parser.training.callbacks import MONITOR
 
 RESULTS = ROOT / "docs" / "results" / "transfer.jsonl"
+FIGURE = ROOT / "docs" / "figures" / "transfer.png"
 STAGES = ("zero-shot", "target_only", "finetuned", "start", "student", "student_ge", "full")  # the table's order
 TARGETS = ("UD_Wolof-WTB", "UD_Vietnamese-VTB", "UD_Greek-GDT", "UD_Uyghur-UDT", "UD_Turkish-IMST", "UD_Welsh-CCG")
 
@@ -109,40 +111,78 @@ def report(results: Path) -> str:
     return "\n".join(out)
 
 
+@dataclass
+class Target:
+    """A target's test LAS, a list of seeds each (empty: not measured): of its transfer stages
+    (``stages``, from the rows), of its own 100 trees (the grid's supervised parser and best
+    recipe), its whole training file (the grid's parser) and UDPipe 2 (published)."""
+
+    treebank: str
+    stages: dict[str, list[float]]
+    supervised: list[float]
+    best_own: list[float]
+    full_own: list[float]
+    udpipe: list[float]
+
+    @property
+    def name(self) -> str:
+        return self.treebank.removeprefix("UD_")
+
+
+def targets(results: Path = RESULTS, low_resource: Path = LOW_RESOURCE) -> list[Target]:
+    """Every target of ``TARGETS`` with rows in ``results``; where the grid (``low_resource``)
+    has no rows of the target, the pipeline's ``target_only`` run stands for its supervised parser."""
+    rows = read_rows(results)
+    grid = {language.treebank: language for language in languages(low_resource)}
+    found = []
+    for treebank in TARGETS:
+        stages = {stage: [r["test_las"] for r in rows if r["treebank"] == treebank and r["stage"] == stage]
+                  for stage in STAGES}
+        if not any(stages.values()):
+            continue
+        own = grid.get(treebank)
+        found.append(Target(treebank, stages, own.supervised if own else stages["target_only"],
+                            own.recipe if own else [], [own.full] if own and own.full is not None else [],
+                            [UDPIPE2[treebank][1]] if treebank in UDPIPE2 else []))
+    return found
+
+
 def _mean(values: list[float]) -> str:
     if not values:
         return "-"
     return f"{statistics.mean(values):.1f}" + (f" ± {statistics.stdev(values):.1f}" if len(values) > 1 else "")
 
 
-def summary(results: Path, low_resource: Path = LOW_RESOURCE) -> str:
+def summary(found: list[Target]) -> str:
     """Markdown, a line per target: test LAS (mean ± sd over seeds) of the base as it is, the
-    target's own 100 trees (the grid's supervised parser and its best recipe, from
-    ``low_resource``; where the grid has no rows, the pipeline's ``target_only`` run stands for
-    the supervised one), the base fine-tuned on them, its noisy student (+ GE), the recipe's
-    margin over the best target-only parser, and on the whole training file: the grid's parser,
-    the base fine-tuned, UDPipe 2 (published)."""
-    rows = read_rows(results)
-    grid = {language.treebank: language for language in languages(low_resource)}
+    target's own 100 trees (supervised, best recipe), the base fine-tuned on them, its noisy
+    student (+ GE), the student's margin over the best parser of the target's own trees, and
+    on the whole training file: the grid's parser, the base fine-tuned, UDPipe 2."""
     lines = ["| target | zero-shot | own 100 trees: supervised | own 100 trees: best recipe | fine-tuned base "
              "| + self-training | + GE | self-training - best own | whole file: own | whole file: base "
              "| UDPipe 2 |", "|---|" + "---:|" * 10]
-    for treebank in TARGETS:
-        las = {stage: [r["test_las"] for r in rows if r["treebank"] == treebank and r["stage"] == stage]
-               for stage in STAGES}
-        if not any(las.values()):
-            continue
-        own = grid.get(treebank)
-        supervised = own.supervised if own else las["target_only"]
-        best = own.recipe if own else supervised
-        margin = (f"{statistics.mean(las['student']) - statistics.mean(best):+.1f}"
-                  if las["student"] and best else "-")
-        full = f"{own.full:.1f}" if own and own.full is not None else "-"
-        udpipe = f"{UDPIPE2[treebank][1]:.1f}" if treebank in UDPIPE2 else "-"
-        lines.append(f"| {treebank.removeprefix('UD_')} | {_mean(las['zero-shot'])} | {_mean(supervised)} "
-                     f"| {_mean(own.recipe) if own else '-'} | {_mean(las['finetuned'])} | {_mean(las['student'])} "
-                     f"| {_mean(las['student_ge'])} | {margin} | {full} | {_mean(las['full'])} | {udpipe} |")
+    for target in found:
+        las = target.stages
+        best = target.best_own or target.supervised
+        margin = f"{statistics.mean(las['student']) - statistics.mean(best):+.1f}" if las["student"] and best else "-"
+        lines.append(f"| {target.name} | {_mean(las['zero-shot'])} | {_mean(target.supervised)} "
+                     f"| {_mean(target.best_own)} | {_mean(las['finetuned'])} | {_mean(las['student'])} "
+                     f"| {_mean(las['student_ge'])} | {margin} | {_mean(target.full_own)} | {_mean(las['full'])} "
+                     f"| {_mean(target.udpipe)} |")
     return "\n".join(lines)
+
+
+def figure(found: list[Target], output: Path) -> Path:
+    """Grouped bars per target: its own 100 trees, the base fine-tuned on them and its student,
+    the whole training file (own, from the base) and UDPipe 2."""
+    series = [("own 100 trees: supervised", "0.6", [t.supervised for t in found]),
+              ("own 100 trees: best recipe", "C1", [t.best_own for t in found]),
+              ("base fine-tuned, 100 trees", "C2", [t.stages["finetuned"] for t in found]),
+              ("+ self-training", "C3", [t.stages["student"] for t in found]),
+              ("whole file: own", "C0", [t.full_own for t in found]),
+              ("whole file: base", "C4", [t.stages["full"] for t in found]),
+              ("UDPipe 2 (published)", "0.85", [t.udpipe for t in found])]
+    return grouped_bars([t.name for t in found], series, output)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -153,9 +193,14 @@ def main(argv: list[str] | None = None) -> None:
     cli.add_argument("--zero-shot", type=Path, default=None, help="the base parser, scored on the target as it is")
     cli.add_argument("--root", default=None, help="the folder of UD treebanks (default: $UD_DIR)")
     cli.add_argument("--results", type=Path, default=RESULTS)
+    cli.add_argument("--figure", type=Path, default=FIGURE, help="summary: where to draw its figure")
     args = cli.parse_args(argv)
-    if args.action in ("report", "summary"):
-        print(report(args.results) if args.action == "report" else summary(args.results))
+    if args.action == "report":
+        print(report(args.results))
+        return
+    if args.action == "summary":
+        found = targets(args.results)
+        print(f"{summary(found)}\nfigure: {figure(found, args.figure)}")
         return
     if not args.treebank or not args.output:
         cli.error("record needs --treebank and --output")

@@ -41,7 +41,8 @@ def test_summary_sets_each_target_beside_its_own_trees_and_the_whole_file(tmp_pa
     results = tmp_path / "rows.jsonl"
     results.write_text("".join(json.dumps({"treebank": t, "stage": s, "test_las": las}) + "\n" for t, s, las in rows))
     wolof = next(language for language in transfer.languages() if language.treebank == "UD_Wolof-WTB")
-    lines = transfer.summary(results).splitlines()
+    found = transfer.targets(results)
+    lines = transfer.summary(found).splitlines()
     assert len(lines) == 4  # header, rule, Wolof, Turkish: only the six targets, in their order
     cells = [cell.strip() for cell in lines[2].split("|")[1:-1]]
     best = sum(wolof.recipe) / len(wolof.recipe)
@@ -50,3 +51,4 @@ def test_summary_sets_each_target_beside_its_own_trees_and_the_whole_file(tmp_pa
     assert cells[8] == f"{wolof.full:.1f}" and cells[9] == "81.0" and cells[10] == "80.2"
     turkish = [cell.strip() for cell in lines[3].split("|")[1:-1]]
     assert turkish[2] == "40.0" and turkish[3] == "-" and turkish[7] == "+5.5" and turkish[10] == "-"
+    assert transfer.figure(found, tmp_path / "transfer.png").stat().st_size > 10_000
