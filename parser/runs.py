@@ -10,6 +10,7 @@ import json
 import math
 import os
 import shlex
+import signal
 import subprocess
 import sys
 import time
@@ -178,6 +179,17 @@ def launch(command: Sequence[str], log: Path, environment: dict[str, str]) -> tu
                                 "peak_rss_bytes": usage.ru_maxrss * 1024}
 
 
+def failure(code: int, log: Path) -> str:
+    """Why a run ended with exit status ``code``: the signal that stopped it (a negative status,
+    or 128 + N as a shell and train.py's own handler report it), else its log's last line (the
+    last redraw of a progress bar, whose redraws are parted by carriage returns, not a piece of one)."""
+    number = -code if code < 0 else code - 128 if code > 128 else None
+    if number is not None and number in signal.Signals._value2member_map_:
+        return f"was stopped by {signal.Signals(number).name} (exit status {code}): run it again to resume"
+    lines = [line for line in log.read_text(errors="replace").replace("\r", "\n").splitlines() if line.strip()]
+    return f"exited with {code} ({lines[-1].strip() if lines else 'no output'})"
+
+
 def fit(config: str | Path, overrides: Sequence[str], folder: str | Path, log: Path | None = None,
         threads: int | None = None) -> Run:
     """Train in ``folder`` unless a run finished there (then that run); a run stopped there
@@ -197,8 +209,7 @@ def fit(config: str | Path, overrides: Sequence[str], folder: str | Path, log: P
                   "date": date.today().isoformat()}
     code, usage = launch(fit_command(config, overrides, folder, previous.last if previous else None), log, environment)
     if code != 0:
-        tail = [line for line in log.read_text(errors="replace").splitlines() if line.strip()][-1:]
-        raise RunFailed(f"train.py exited with {code} ({tail[0] if tail else 'no output'}); its log: {log}")
+        raise RunFailed(f"train.py {failure(code, log)}; its log: {log}")
     run = stopped(folder)
     if run is None:
         raise RunFailed(f"train.py wrote no checkpoint in {folder}; its log: {log}")

@@ -44,3 +44,14 @@ def test_a_run_folder_tells_its_config_and_steps(tmp_path):
     (run.directory / "config.yaml").write_text(yaml.safe_dump({"trainer": {"max_steps": 9}}))
     (run.directory / "metrics.csv").write_text("step,val/las,train/loss\n4,50.0,\n4,,1.0\n8,,0.5\n")
     assert run.config()["trainer"]["max_steps"] == 9 and run.steps() == 9 and run.dev() == {"step": 4, "val/las": 50.0}
+
+
+def test_a_failed_run_says_the_signal_that_stopped_it_or_its_last_line(tmp_path):
+    from parser.runs import failure
+    log = tmp_path / "train.log"
+    log.write_text("Epoch 0:  50%|#####     | 2/4\rEpoch 0:  75%|#######   | 3/4\nerror: no file x.conllu\n")
+    assert failure(2, log) == "exited with 2 (error: no file x.conllu)"
+    assert failure(143, log).replace("143", "-15") == failure(-15, log)
+    assert "SIGTERM" in failure(143, log) and "SIGKILL" in failure(-9, log) and "resume" in failure(-9, log)
+    log.write_text("x\rEpoch 0:  75%|#######   | 3/4")
+    assert failure(1, log) == "exited with 1 (Epoch 0:  75%|#######   | 3/4)"
