@@ -9,13 +9,15 @@ import pytest
 
 from benchmarks import peers
 
-CONLLU = """# sent_id = a
+CONLLU = """# newdoc id = d1
+# newpar
+# sent_id = a
 # text = I don't know
-1\tI\tI\tPRON\t_\t_\t3\tnsubj\t_\t_
-2-3\tdon't\t_\t_\t_\t_\t_\t_\t_\t_
-2\tdo\tdo\tAUX\t_\t_\t3\taux\t_\t_
-3\tn't\tnot\tPART\t_\t_\t4\tadvmod\t_\t_
-4\tknow\tknow\tVERB\t_\t_\t0\troot\t_\t_
+1\tI\tI\tPRON\tPRP\tCase=Nom|Number=Sing|Person=1\t3\tnsubj\t3:nsubj\t_
+2-3\tdon't\t_\t_\t_\t_\t_\t_\t_\tSpaceAfter=No
+2\tdo\tdo\tAUX\tVBP\tMood=Ind|Tense=Pres\t3\taux\t3:aux\t_
+3\tn't\tnot\tPART\tRB\t_\t4\tadvmod\t4:advmod\t_
+4\tknow\tknow\tVERB\tVB\tVerbForm=Inf\t0\troot\t0:root\tSpaceAfter=No
 
 # sent_id = b
 1\tGo\tgo\tVERB\t_\t_\t0\troot\t_\t_
@@ -28,7 +30,8 @@ CONLLU = """# sent_id = a
 """
 
 
-def test_the_first_sentences_go_to_a_file_with_their_comments_and_words_count_syntactic_words(tmp_path):
+def test_the_first_sentences_go_to_a_file_as_given_and_words_count_syntactic_words(tmp_path):
+    """Comments, multiword tokens, empty nodes and every column survive a write of the first N."""
     source = tmp_path / "in.conllu"
     source.write_text(CONLLU, encoding="utf-8")
     sentences = peers.write_first(source, 2, tmp_path / "sub" / "out.conllu")
