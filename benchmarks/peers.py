@@ -263,7 +263,8 @@ class TreeExpSelfDistilled(TreeExp):
     then a student of the same recipe plus the exact tree KL from that teacher
     (``configs/distill.yaml``'s terms) on the rest of the training file read as plain text,
     for as many steps. One child process runs both, a two-stage :mod:`parser.pipeline`
-    (``pipeline.yaml`` in its folder): its time, steps and sentences/s cover both."""
+    (``pipeline.yaml`` in its folder): its time, steps and sentences/s cover both (and the
+    pipeline's own few seconds: starting, saving the student as its final parser)."""
 
     name: str = "treeexp-self"
 
@@ -276,10 +277,10 @@ class TreeExpSelfDistilled(TreeExp):
         stages = [{"name": "teacher", "config": self.config, "args": [*SAME_BATCHES, *self.overrides(s)]},
                   {"name": "student", "config": [self.config, STUDENT_TERMS], "teacher": "teacher",
                    "args": [*SAME_BATCHES, *student]}]
+        spec = {"stages": [{**stage, "seeds": [s.seed], "data": "own"} for stage in stages]}  # own: the files in args
         out.mkdir(parents=True, exist_ok=True)
-        (out / "pipeline.yaml").write_text(yaml.safe_dump(  # data: own, the files of the args
-            {"stages": [{**stage, "seeds": [s.seed], "data": "own"} for stage in stages]}, sort_keys=False), encoding="utf-8")
-        # the pipeline checks the treebank the training file is of
+        (out / "pipeline.yaml").write_text(yaml.safe_dump(spec, sort_keys=False), encoding="utf-8")
+        # --treebank: the pipeline checks the treebank of the training file
         return [sys.executable, "-m", "parser.pipeline", str(out / "pipeline.yaml"), "--treebank", s.source.parent.name,
                 "--output", str(out)]
 
