@@ -24,7 +24,8 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks.low_resource import ROOT, _cells, baseline, ceiling
+from benchmarks.common import ROOT
+from benchmarks.low_resource import _cells, baseline, ceiling
 from benchmarks.small_treebank import UDPIPE2
 from parser.drawing import new_figure, report_errors, save
 

@@ -40,8 +40,7 @@ from pathlib import Path
 import torch
 import yaml
 
-# commit and provenance: benchmarks.peers imports them from here until it takes them from benchmarks.common
-from benchmarks.common import ROOT, commit, folder_name, provenance  # noqa: F401
+from benchmarks.common import ROOT, folder_name
 from parser.data.datamodule import DependencyDataModule
 from parser.drawing import new_figure, save
 from parser.evaluate import evaluate

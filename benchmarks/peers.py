@@ -49,9 +49,12 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
-from parser.cli import run_reporting_errors
+import yaml
 
-ROOT = Path(__file__).resolve().parent.parent
+from benchmarks.common import ROOT, commit
+from parser.cli import run_reporting_errors
+from parser.runs import Run, finished, fit_command, stopped
+
 RUNS = Path(os.environ.get("PEERS_RUNS", ROOT / "runs" / "peers"))  # where --runs names no other
 RESULTS = ROOT / "docs" / "results" / "peers.jsonl"
 TREEBANK = "UD_English-EWT"
@@ -195,18 +198,20 @@ class Setting:
     source: Path  # the whole training file ``train`` is the start of (the rest: unlabeled text)
 
 
-def torch_load(path: Path) -> dict:
-    """A Lightning checkpoint of this project (its loop state included)."""
+def progress(run: Run) -> tuple[int, int]:
+    """A run's optimiser steps and the epochs it trained in, from its ``last.ckpt`` (written at
+    a validation, before the epoch counts as completed; early stopping may end it before the
+    epochs asked for)."""
     import torch
 
-    return torch.load(path, map_location="cpu", weights_only=False)
-
-
-def epochs_started(checkpoint: dict) -> int:
-    return int(checkpoint["loops"]["fit_loop"]["epoch_progress"]["total"]["started"])
+    checkpoint = torch.load(run.last, map_location="cpu", weights_only=False)
+    return int(checkpoint["global_step"]), int(checkpoint["loops"]["fit_loop"]["epoch_progress"]["total"]["started"])
 
 
 STUDENT_TERMS = "configs/distill.yaml"  # on top of the teacher's config: its terms (likelihood + KL from the teacher)
+# parser.pipeline ties the batch order to the seed (--data.seed S); the self-distilled system's
+# stages keep the plain system's (the data module's default, which no shipped config changes)
+SAME_BATCHES = ("--data.seed", "0")
 
 
 @dataclass
@@ -222,35 +227,33 @@ class TreeExp:
     extra: tuple[str, ...] = ()
     env: dict[str, str] = field(default_factory=dict)
 
-    def train_command(self, s: Setting, out: Path) -> list[str]:
+    def overrides(self, s: Setting) -> list[str]:
+        """Its ``train.py fit`` overrides on ``s`` but the seed."""
         warmup = max(1, s.epochs * s.words // s.batch_tokens // 10)
-        return [sys.executable, "train.py", "fit", "--config", self.config, "--seed_everything", str(s.seed),
-                "--data.train", str(s.train), "--data.dev", str(s.dev), "--data.batch_tokens", str(s.batch_tokens),
+        return ["--data.train", str(s.train), "--data.dev", str(s.dev), "--data.batch_tokens", str(s.batch_tokens),
                 "--model.warmup_steps", str(warmup), "--trainer.max_epochs", str(s.epochs),
-                "--trainer.precision", self.precision, *self.extra,
-                "--trainer.default_root_dir", str(out), "--trainer.enable_progress_bar", "false"]
+                "--trainer.precision", self.precision, *self.extra, "--trainer.enable_progress_bar", "false"]
+
+    def train_command(self, s: Setting, out: Path) -> list[str]:
+        return fit_command(self.config, ["--seed_everything", str(s.seed), *self.overrides(s)], out)
+
+    def run(self, out: Path) -> Run:
+        """The run it trained in ``out``."""
+        return stopped(out)
 
     def model(self, out: Path) -> Path:
-        return max(out.glob("*/version_*/checkpoints/best.ckpt"), key=lambda p: p.stat().st_mtime)
+        return self.run(out).best
 
     def parse_command(self, model: Path, source: Path, target: Path) -> list[str]:
         return [sys.executable, "-m", "parser.predict", str(model), str(source), str(target), "--precision", self.precision]
 
     def steps(self, s: Setting, out: Path, log: str) -> int:
-        return int(self._last(out)["global_step"])
+        return progress(self.run(out))[0]
 
     def epochs(self, s: Setting, out: Path, log: str) -> int:
-        """The epochs it trained in (early stopping may end it before ``s.epochs``; its last
-        checkpoint is written at a validation, before the epoch counts as completed)."""
-        return epochs_started(self._last(out))
-
-    def _last(self, out: Path) -> dict:
-        last = self.model(out).with_name("last.ckpt")
-        return torch_load(last if last.exists() else self.model(out))
+        return progress(self.run(out))[1]
 
     def version(self) -> str:
-        from benchmarks.low_resource import commit
-
         return f"treeexp {commit()[:7]}" + ("" if self.precision == "32-true" else f" ({self.precision})")
 
 
@@ -259,34 +262,43 @@ class TreeExpSelfDistilled(TreeExp):
     """This project's semi-supervised recipe: the :class:`TreeExp` parser as the teacher,
     then a student of the same recipe plus the exact tree KL from that teacher
     (``configs/distill.yaml``'s terms) on the rest of the training file read as plain text,
-    for as many steps. One command runs both; its time, steps and sentences/s cover both."""
+    for as many steps. One child process runs both, a two-stage :mod:`parser.pipeline`
+    (``pipeline.yaml`` in its folder): its time, steps and sentences/s cover both (and the
+    pipeline's own few seconds: starting, saving the student as its final parser)."""
 
     name: str = "treeexp-self"
 
     def train_command(self, s: Setting, out: Path) -> list[str]:
-        teacher = super().train_command(s, out / "teacher")
         steps = s.epochs * math.ceil(s.words / s.batch_tokens)
-        student = [sys.executable, "train.py", "fit", "--config", self.config, "--config", STUDENT_TERMS,
-                   "--seed_everything", str(s.seed), "--data.train", str(s.source), "--data.labeled_size", str(s.sentences),
-                   "--data.dev", str(s.dev), "--data.batch_tokens", str(s.batch_tokens),
-                   "--model.teacher", str(self.teacher(out)), "--model.warmup_steps", str(max(1, steps // 10)),
+        student = ["--data.train", str(s.source), "--data.labeled_size", str(s.sentences), "--data.dev", str(s.dev),
+                   "--data.batch_tokens", str(s.batch_tokens), "--model.warmup_steps", str(max(1, steps // 10)),
                    "--trainer.max_steps", str(steps), "--trainer.max_epochs", "-1", "--trainer.precision", self.precision,
-                   *self.extra, "--trainer.default_root_dir", str(out), "--trainer.enable_progress_bar", "false"]
-        return ["bash", "-c", f"{shlex.join(teacher)} && {shlex.join(student)}"]
+                   *self.extra, "--trainer.enable_progress_bar", "false"]
+        stages = [{"name": "teacher", "config": self.config, "args": [*SAME_BATCHES, *self.overrides(s)]},
+                  {"name": "student", "config": [self.config, STUDENT_TERMS], "teacher": "teacher",
+                   "args": [*SAME_BATCHES, *student]}]
+        spec = {"stages": [{**stage, "seeds": [s.seed], "data": "own"} for stage in stages]}  # own: the files in args
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "pipeline.yaml").write_text(yaml.safe_dump(spec, sort_keys=False), encoding="utf-8")
+        # --treebank: the pipeline checks the treebank of the training file
+        return [sys.executable, "-m", "parser.pipeline", str(out / "pipeline.yaml"), "--treebank", s.source.parent.name,
+                "--output", str(out)]
 
-    def teacher(self, out: Path) -> Path:
-        return out / "teacher" / Path(self.config).stem / "version_0" / "checkpoints" / "best.ckpt"
+    def stage(self, out: Path, name: str) -> Run:
+        """The run of its pipeline's stage ``name`` (``teacher``, ``student``) in ``out``."""
+        (folder,) = (out / name).glob("seed*")  # one seed a system's folder
+        return finished(folder)
+
+    def run(self, out: Path) -> Run:
+        return self.stage(out, "student")
 
     def steps(self, s: Setting, out: Path, log: str) -> int:
-        return super().steps(s, out, log) + int(self._teacher_last(out)["global_step"])
+        return super().steps(s, out, log) + progress(self.stage(out, "teacher"))[0]
 
     def epochs(self, s: Setting, out: Path, log: str) -> int:
         """The teacher's epochs over the labeled sentences (the student's steps mix labeled
         and unlabeled batches): sentences/s of the whole recipe per labeled pass."""
-        return epochs_started(self._teacher_last(out))
-
-    def _teacher_last(self, out: Path) -> dict:
-        return torch_load(self.teacher(out).with_name("last.ckpt"))
+        return progress(self.stage(out, "teacher"))[1]
 
     def version(self) -> str:
         return super().version().replace("treeexp", "treeexp self-distilled", 1)
@@ -588,8 +600,7 @@ def run(args: argparse.Namespace) -> list[dict]:
     """Train every system of ``args.systems`` in turn, parse the test file with it, score
     it; each system's row goes to ``args.results`` as soon as it is done (a run stopped
     midway keeps the systems it finished). Returns the rows."""
-    from benchmarks.common import machine
-    from benchmarks.low_resource import provenance
+    from benchmarks.common import machine, provenance
 
     treebank = args.treebank
     data = RUNS / "data" / treebank

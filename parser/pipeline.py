@@ -19,13 +19,14 @@ folder ``OUTPUT/<stage>/seed<S>``, or a choice between earlier stages::
         teacher: student               # the run of the same seed teaches
     final: round2                      # the parser saved to OUTPUT/parser (default: the last stage)
 
-``init: STAGE`` starts each run from that stage's parser of the same seed (or its first:
-``--model.init``); ``data: own`` keeps a stage's own treebanks (a multilingual base) instead of
-the target's; ``choose: [A, B]`` trains nothing and stands for whichever of A and B has the
-higher mean dev LAS, with its reason printed (a rule chosen on dev only). A finished stage is
-reused, a stopped one resumes from its ``last.ckpt``; ``--given STAGE=CHECKPOINT`` takes a
-stage's parser from elsewhere (a multilingual base trained once for every language);
-``--dry-run`` prints the commands.
+``config: [A, B]`` reads several config files, each over the one before (train.py's
+``--config A --config B``; the run is named after the last); ``init: STAGE`` starts each run
+from that stage's parser of the same seed (or its first: ``--model.init``); ``data: own`` keeps
+a stage's own treebanks (a multilingual base) instead of the target's; ``choose: [A, B]``
+trains nothing and stands for whichever of A and B has the higher mean dev LAS, with its reason
+printed (a rule chosen on dev only). A finished stage is reused, a stopped one resumes from its
+``last.ckpt``; ``--given STAGE=CHECKPOINT`` takes a stage's parser from elsewhere (a
+multilingual base trained once for every language); ``--dry-run`` prints the commands.
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ class Stage:
     """One step of a pipeline (see the module docstring for the fields)."""
 
     name: str
-    config: str | None = None
+    config: str | tuple[str, ...] | None = None  # one config file, or several in order
     seeds: tuple[int, ...] = (1,)
     args: tuple[str, ...] = ()
     teachers: str | None = None
@@ -60,6 +61,10 @@ class Stage:
     init: str | None = None
     data: str = "target"
     choose: tuple[str, ...] = ()
+
+    def configs(self) -> tuple[str, ...]:
+        """Its config files, in the order train.py reads them."""
+        return (self.config,) if isinstance(self.config, str) else self.config or ()
 
     def earlier(self) -> list[str]:
         """The stages this one reads."""
@@ -91,8 +96,8 @@ def read_pipeline(path: str | Path, until: str | None = None) -> Pipeline:
             raise ConfigurationError(f"{where}: each stage needs a name")
         if unknown := sorted(set(entry) - known):
             raise ConfigurationError(f"{where}: unknown keys {', '.join(unknown)} (known: {', '.join(sorted(known))})")
-        values = {k: tuple(str(a) for a in v) if k in ("args", "choose") else tuple(v) if k == "seeds" else v
-                  for k, v in entry.items()}
+        values = {k: tuple(str(a) for a in v) if k in ("args", "choose") or (k == "config" and isinstance(v, list))
+                  else tuple(v) if k == "seeds" else v for k, v in entry.items()}
         stage = Stage(**values)
         if stage.name in {s.name for s in stages}:
             raise ConfigurationError(f"{where}: the name is taken by an earlier stage")
@@ -100,8 +105,8 @@ def read_pipeline(path: str | Path, until: str | None = None) -> Pipeline:
             raise ConfigurationError(f"{where}: reads {', '.join(missing)}, which is not an earlier stage")
         if bool(stage.config) == bool(stage.choose):
             raise ConfigurationError(f"{where}: give a config to train, or choose: [stages] to choose between")
-        if stage.config and not config_path(stage.config).is_file():
-            raise ConfigurationError(f"{where}: no config file {stage.config}")
+        if missing := [name for name in stage.configs() if not config_path(name).is_file()]:
+            raise ConfigurationError(f"{where}: no config file {', '.join(missing)}")
         if stage.data not in ("target", "own"):
             raise ConfigurationError(f"{where}: data must be 'target' or 'own', not {stage.data!r}")
         stages.append(stage)
@@ -118,10 +123,12 @@ def read_pipeline(path: str | Path, until: str | None = None) -> Pipeline:
 
 def stage_overrides(stage: Stage, seed: int, treebank: str, root: str | None,
                     checkpoints: Callable[[str, int | None], list[str]]) -> list[str]:
-    """The overrides of one run of a stage: the data, the seed, its teachers and start, its own args."""
+    """The overrides of one run of a stage after its first config: its other configs, the data, the
+    seed, its teachers and start, its own args."""
+    configs = [arg for name in stage.configs()[1:] for arg in ("--config", str(config_path(name)))]
     data = (["--data.treebank", treebank] if stage.data == "target" else []) + (["--data.root", root] if root else [])
     teachers = checkpoints(stage.teachers, None) if stage.teachers else checkpoints(stage.teacher, seed) if stage.teacher else []
-    return [*data, "--seed_everything", str(seed), "--data.seed", str(seed),
+    return [*configs, *data, "--seed_everything", str(seed), "--data.seed", str(seed),
             *(["--model.teacher", teachers[0] if len(teachers) == 1 else "[" + ", ".join(teachers) + "]"] if teachers else []),
             *(["--model.init", checkpoints(stage.init, seed)[0]] if stage.init else []), *stage.args]
 
@@ -162,12 +169,13 @@ def run(pipeline: Pipeline, treebank: str, output: Path, root: str | None = None
         for seed in stage.seeds:
             folder = output / stage.name / f"seed{seed}"
             overrides = stage_overrides(stage, seed, treebank, root, checkpoints)
+            configs = [config_path(name) for name in stage.configs()]
             if dry_run:
-                say(shell_line(fit_command(config_path(stage.config), overrides, folder)))
-                results[stage.name].append(Run(folder / config_path(stage.config).stem / "version_0"))  # where it will be
+                say(shell_line(fit_command(configs[0], overrides, folder)))
+                results[stage.name].append(Run(folder / configs[-1].stem / "version_0"))  # where it will be
                 continue
             say(f"stage {i}/{len(pipeline.stages)} {stage.name}, seed {seed}: training in {folder}")
-            run_ = fit(config_path(stage.config), overrides, folder)
+            run_ = fit(configs[0], overrides, folder)
             dev = run_.dev()
             say(f"stage {i}/{len(pipeline.stages)} {stage.name}, seed {seed}: dev LAS {dev.get(MONITOR, float('nan')):.2f} "
                 f"at step {dev.get('step', '?')} ({run_.directory})")

@@ -8,14 +8,17 @@ from pathlib import Path
 import pytest
 
 from benchmarks import peers
+from parser import pipeline, runs
 
-CONLLU = """# sent_id = a
+CONLLU = """# newdoc id = d1
+# newpar
+# sent_id = a
 # text = I don't know
-1\tI\tI\tPRON\t_\t_\t3\tnsubj\t_\t_
-2-3\tdon't\t_\t_\t_\t_\t_\t_\t_\t_
-2\tdo\tdo\tAUX\t_\t_\t3\taux\t_\t_
-3\tn't\tnot\tPART\t_\t_\t4\tadvmod\t_\t_
-4\tknow\tknow\tVERB\t_\t_\t0\troot\t_\t_
+1\tI\tI\tPRON\tPRP\tCase=Nom|Number=Sing|Person=1\t3\tnsubj\t3:nsubj\t_
+2-3\tdon't\t_\t_\t_\t_\t_\t_\t_\tSpaceAfter=No
+2\tdo\tdo\tAUX\tVBP\tMood=Ind|Tense=Pres\t3\taux\t3:aux\t_
+3\tn't\tnot\tPART\tRB\t_\t4\tadvmod\t4:advmod\t_
+4\tknow\tknow\tVERB\tVB\tVerbForm=Inf\t0\troot\t0:root\tSpaceAfter=No
 
 # sent_id = b
 1\tGo\tgo\tVERB\t_\t_\t0\troot\t_\t_
@@ -28,7 +31,8 @@ CONLLU = """# sent_id = a
 """
 
 
-def test_the_first_sentences_go_to_a_file_with_their_comments_and_words_count_syntactic_words(tmp_path):
+def test_the_first_sentences_go_to_a_file_as_given_and_words_count_syntactic_words(tmp_path):
+    """Comments, multiword tokens, empty nodes and every column survive a write of the first N."""
     source = tmp_path / "in.conllu"
     source.write_text(CONLLU, encoding="utf-8")
     sentences = peers.write_first(source, 2, tmp_path / "sub" / "out.conllu")
@@ -100,19 +104,95 @@ def test_no_comparison_without_a_scored_peer():
     assert peers.comparison([row("treeexp", las=70.0, train_sentences_per_s=1.0, parse_sentences_per_s=1.0)]) == ""
 
 
-def test_the_self_distilled_system_trains_a_teacher_then_a_student_on_the_rest_of_the_file(tmp_path):
-    setting = peers.Setting(tmp_path / "train.conllu", tmp_path / "dev.conllu", 100, 2311, 80, 500, 1, tmp_path / "all.conllu")
-    system = peers.replace(peers.SYSTEMS["treeexp-self"], config="configs/likelihood_low_resource.yaml")
-    command = system.train_command(setting, tmp_path)
-    assert command[:2] == ["bash", "-c"]
-    teacher, student = (shlex.split(part) for part in command[2].split(" && "))
-    plain = peers.replace(peers.SYSTEMS["treeexp"], config="configs/likelihood_low_resource.yaml")
-    assert teacher == plain.train_command(setting, tmp_path / "teacher")  # the plain system's run is the teacher
-    assert student[student.index("--data.train") + 1] == str(tmp_path / "all.conllu")
-    assert student[student.index("--data.labeled_size") + 1] == "100"
-    assert student[student.index("--model.teacher") + 1] == str(system.teacher(tmp_path))
-    assert student[student.index("--trainer.max_steps") + 1] == str(80 * 5)  # as many steps as the teacher's epochs take
-    assert "configs/distill.yaml" in student and system.teacher(tmp_path).is_relative_to(tmp_path / "teacher")
+def recorded(system: str, sentences: int) -> dict:
+    """The row of ``docs/results/peers.jsonl`` of ``system`` on ``sentences`` at c3ed019, where
+    this project's commands took their present options."""
+    return next(row for row in peers.read_rows(peers.RESULTS) if row["system"] == system
+                and row["sentences"] == sentences and row["commit"].startswith("c3ed019"))
+
+
+def chosen(row: dict):
+    """The system of this project as the row's ``benchmarks.peers`` command chose it."""
+    words = shlex.split(row["command"])
+
+    def value(flag: str, default: str) -> str:
+        return words[words.index(flag) + 1] if flag in words else default
+
+    args = peers.argparse.Namespace(systems=[row["system"]], treeexp_config=value("--treeexp-config", peers.TreeExp.config),
+                                    treeexp_args=value("--treeexp-args", ""))
+    return peers.chosen_systems(args)[row["system"]]
+
+
+def options(command: list[str]) -> list[tuple[str, str]]:
+    """A ``train.py fit`` command's arguments as (option, value) pairs in order, ``--key=value`` as one."""
+    pairs, rest = [], iter(command[command.index("fit") + 1:])
+    for argument in rest:
+        pairs.append(tuple(argument.split("=", 1)) if "=" in argument else (argument, next(rest)))
+    return pairs
+
+
+def setting_of(row: dict, command: list[str], source: Path) -> peers.Setting:
+    given = dict(options(command))
+    return peers.Setting(Path(given["--data.train"]), Path(given["--data.dev"]), row["sentences"], row["words"],
+                         row["epochs"], row["batch_tokens"], row.get("seed", 1), source)
+
+
+@pytest.mark.parametrize("system, sentences", [("treeexp", 2000), ("treeexp-bf16", 2000), ("treeexp", 100)])
+def test_this_projects_runs_are_the_recorded_train_py_commands_through_parser_runs(system, sentences):
+    row = recorded(system, sentences)
+    old = shlex.split(row["train_command"])
+    folder = Path(dict(options(old))["--trainer.default_root_dir"])
+    new = chosen(row).train_command(setting_of(row, old, Path("unused")), folder)
+    assert new[1] == str(runs.TRAIN) and old[1] == "train.py"  # the same file: the peers run in the repository
+    assert new[2:] == [*old[2:-4], *old[-2:], *old[-4:-2]]  # the same, the progress bar's switch before the folder
+
+
+def test_the_self_distilled_pipeline_runs_the_recorded_teacher_and_student(tmp_path):
+    row = recorded("treeexp-self", 100)
+    teacher, student = (shlex.split(part) for part in shlex.split(row["train_command"])[2].split(" && "))
+    source = Path(dict(options(student))["--data.train"])
+    command = chosen(row).train_command(setting_of(row, teacher, source), tmp_path)
+    assert command[1:4] == ["-m", "parser.pipeline", str(tmp_path / "pipeline.yaml")]
+    assert command[command.index("--treebank") + 1] == "UD_English-EWT" and command[-2:] == ["--output", str(tmp_path)]
+    lines = []
+    pipeline.run(pipeline.read_pipeline(command[3]), "UD_English-EWT", tmp_path, dry_run=True, say=lines.append)
+    assert len(lines) == 2  # one seed, two stages
+
+    def without_folders(pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
+        return [(key, str(runs.config_path(value)) if key == "--config" else value) for key, value in pairs
+                if key not in ("--trainer.default_root_dir", "--model.teacher")]
+
+    for old, new, stage in ((teacher, shlex.split(lines[0]), "teacher"), (student, shlex.split(lines[1]), "student")):
+        new = options(new)
+        assert new[-1] == ("--trainer.default_root_dir", str(tmp_path / stage / "seed1"))
+        assert [value for key, value in new if key == "--data.seed"] == ["1", "0"]  # the pipeline's, then the recorded (default) one
+        assert without_folders([pair for pair in new if pair[0] != "--data.seed"]) == without_folders(options(old))
+    best = Path("likelihood_low_resource", "version_0", "checkpoints", "best.ckpt")
+    assert dict(options(student))["--model.teacher"].endswith(str(Path("teacher") / best))
+    assert dict(options(shlex.split(lines[1])))["--model.teacher"] == str(tmp_path / "teacher" / "seed1" / best)
+
+
+def fake_run(directory: Path, steps: int, epochs: int) -> None:
+    """A run's checkpoints as train.py leaves them: ``best.ckpt``, and ``last.ckpt`` with its progress."""
+    import torch
+
+    (directory / "checkpoints").mkdir(parents=True)
+    (directory / "checkpoints" / "best.ckpt").write_bytes(b"weights")
+    torch.save({"global_step": steps, "loops": {"fit_loop": {"epoch_progress": {"total": {"started": epochs}}}}},
+               directory / "checkpoints" / "last.ckpt")
+
+
+def test_this_projects_parsers_steps_and_epochs_come_from_its_runs(tmp_path):
+    plain, distilled = peers.SYSTEMS["treeexp"], peers.SYSTEMS["treeexp-self"]
+    fake_run(tmp_path / "plain" / "likelihood" / "version_0", steps=16, epochs=1)
+    assert plain.model(tmp_path / "plain") == tmp_path / "plain" / "likelihood" / "version_0" / "checkpoints" / "best.ckpt"
+    assert plain.steps(None, tmp_path / "plain", "") == 16 and plain.epochs(None, tmp_path / "plain", "") == 1
+    for stage, name, steps, epochs in (("teacher", "likelihood", 36, 80), ("student", "distill", 5, 1)):
+        fake_run(tmp_path / "self" / stage / "seed2" / name / "version_0", steps, epochs)
+        (tmp_path / "self" / stage / "seed2" / runs.FINISHED).write_text(f'{{"run": "{name}/version_0"}}')  # as parser.runs.fit
+    assert distilled.model(tmp_path / "self") == tmp_path / "self" / "student" / "seed2" / "distill" / "version_0" / "checkpoints" / "best.ckpt"
+    assert distilled.steps(None, tmp_path / "self", "") == 36 + 5  # both stages' steps
+    assert distilled.epochs(None, tmp_path / "self", "") == 80  # the teacher's passes over the labeled sentences
 
 
 def test_the_chosen_recipe_reaches_every_treeexp_system_and_no_peer():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -70,10 +71,28 @@ stages:
     assert len(capsys.readouterr().out.splitlines()) == 3  # base and the two seeds of tuned
 
 
+def test_a_stage_of_several_configs_reads_each_over_the_one_before_its_teacher(ud_dir, tmp_path, capsys):
+    path = tmp_path / "p.yaml"
+    path.write_text("""
+stages:
+  - {name: teacher, config: configs/likelihood_low_resource.yaml}
+  - {name: student, config: [configs/likelihood_low_resource.yaml, configs/distill.yaml], teacher: teacher}
+  - {name: round2, config: configs/distill.yaml, teacher: student}
+""")
+    pipeline.main([str(path), "--treebank", "UD_Wolof-WTB", "--root", str(ud_dir), "--output", "out", "--dry-run"])
+    student, round2 = (shlex.split(line) for line in capsys.readouterr().out.splitlines()[1:])
+    configs = [str(runs.config_path(f"configs/{name}.yaml")) for name in ("likelihood_low_resource", "distill")]
+    start = student.index("fit") + 1
+    assert student[start:start + 4] == ["--config", configs[0], "--config", configs[1]]  # before the teacher: not unset
+    assert student[student.index("--model.teacher") + 1] == "out/teacher/seed1/likelihood_low_resource/version_0/checkpoints/best.ckpt"
+    assert round2[round2.index("--model.teacher") + 1] == "out/student/seed1/distill/version_0/checkpoints/best.ckpt"  # the last's name
+
+
 @pytest.mark.parametrize("stages, message", [
     ("stages: [{name: a, config: configs/likelihood.yaml, teachers: b}, {name: b, config: configs/likelihood.yaml}]",
      "stage a: reads b, which is not an earlier stage"),
     ("stages: [{name: a, config: configs/nope.yaml}]", "stage a: no config file configs/nope.yaml"),
+    ("stages: [{name: a, config: [configs/likelihood.yaml, configs/nope.yaml]}]", "stage a: no config file configs/nope.yaml"),
     ("stages: [{name: a, config: configs/likelihood.yaml, seed: 3}]", "stage a: unknown keys seed"),
     ("stages: [{name: a, choose: [a]}]", "stage a: reads a, which is not an earlier stage"),
     ("stages: [{name: a}]", "give a config to train, or choose"),
