@@ -98,15 +98,15 @@ def report(results: Path) -> str:
         for stage in sorted({r["stage"] for r in mine}, key=lambda s: STAGES.index(s) if s in STAGES else len(STAGES)):
             group = [r for r in mine if r["stage"] == stage]
 
-            def stat(key: str, group: list[dict] = group) -> str:
+            def stat(key: str, digits: int = 2, group: list[dict] = group) -> str:
                 values = [r[key] for r in group if r.get(key) is not None]
                 if not values:
                     return ""
                 mean = statistics.mean(values)
-                return f"{mean:.2f}" + (f" ± {statistics.stdev(values):.2f}" if len(values) > 1 else "")
+                return f"{mean:.{digits}f}" + (f" ± {statistics.stdev(values):.{digits}f}" if len(values) > 1 else "")
 
             out.append(f"| {stage} | {len(group)} | {stat('test_las')} | {stat('test_uas')} | {stat('dev_las')} | "
-                       f"{stat('cpu_minutes')} | {stat('peak_rss_mib')} |")
+                       f"{stat('cpu_minutes', 1)} | {stat('peak_rss_mib', 0)} |")
         out.append("")
     return "\n".join(out)
 
