@@ -22,7 +22,7 @@ from parser.network import EncoderOptions, Heads, Network
 from parser.training import checkpoint as checkpoint_files
 from parser.training.metrics import AttachmentScore, universal_index
 from parser.training.optimizer import adamw_linear
-from parser.training.teacher import Teacher
+from parser.training.teacher import Teacher, TeacherOptions
 from parser.training.terms import Term, TermSet
 from parser.training.warm_start import start_from
 
@@ -38,15 +38,9 @@ class Parser(LightningModule):
             tag scores; :class:`~parser.network.Heads`).
         terms: the training loss, a list of terms (objective, data, weight); ``train.py``'s
             default is tree likelihood on the labeled sentences.
-        teacher: checkpoint of this framework whose scores the terms that need a teacher
-            read (distillation), or a list of them (an ensemble: the mean of their scores);
-            frozen and not saved in this model's checkpoints.
-        teacher_ema: instead, a teacher that is the moving average of this parser's weights
-            with this decay (self-distillation that needs no other labeled data).
-        teacher_cache_mib: keep the ``teacher``'s scores of up to this many MiB of sentences
-            in CPU memory, so that a sentence seen again costs it no forward pass (a small
-            unlabeled corpus read for several epochs; :class:`~parser.training.teacher.Teacher`);
-            0: none.
+        teacher: whose scores the terms that need a teacher read (distillation): a saved parser, a
+            list of them (an ensemble), or :class:`~parser.training.teacher.TeacherOptions` (also
+            ``ema``, a moving average of this parser's weights instead, and ``cache_mib``).
         decoding: trees from scores (:class:`~parser.decoding.decode.Decoding`: tree set, projective,
             crossing margin); its tree set (``multiroot``) is every term's too.
         lr, encoder_lr, weight_decay, warmup_steps: AdamW with linear warm-up then linear
@@ -61,19 +55,17 @@ class Parser(LightningModule):
     ADAMW_BETAS = (0.9, 0.9)  # Dozat & Manning's beta2 = 0.9: the second moment adapts fast
 
     def __init__(self, encoder: str = "all-MiniLM-L6-v2", encoder_options: EncoderOptions = EncoderOptions(),
-                 heads: Heads = Heads(), terms: list[Term] | None = None, teacher: str | list[str] | None = None,
-                 teacher_ema: float | None = None, teacher_cache_mib: float = 1024, decoding: Decoding = Decoding(),
+                 heads: Heads = Heads(), terms: list[Term] | None = None,
+                 teacher: str | list[str] | TeacherOptions | None = None, decoding: Decoding = Decoding(),
                  lr: float = 2e-3, encoder_lr: float = 5e-5, weight_decay: float = 0.01, warmup_steps: int = 200,
                  labels: list[str] | None = None, init: str | None = None):
         super().__init__()
-        if teacher and teacher_ema is not None:
-            raise ConfigurationError("give --model.teacher (a file) or --model.teacher_ema (a moving average), not both")
         self.terms = TermSet(terms or [])
         heads = dataclasses.replace(heads, tagger=heads.tagger or self.terms.needs("tag_scores"))
         self.encoder_options, self.heads, self.decoding = encoder_options, heads, decoding
+        self.teacher = TeacherOptions.of(teacher)
         self.save_hyperparameters({"encoder": encoder, "encoder_options": asdict(encoder_options), "heads": asdict(heads),
-                                   "teacher": teacher, "teacher_ema": teacher_ema,
-                                   "teacher_cache_mib": teacher_cache_mib, "decoding": asdict(decoding), "lr": lr,
+                                   "teacher": asdict(self.teacher), "decoding": asdict(decoding), "lr": lr,
                                    "encoder_lr": encoder_lr, "weight_decay": weight_decay, "warmup_steps": warmup_steps,
                                    "labels": labels, "init": init})
         self.network: Network | None = None
@@ -118,9 +110,9 @@ class Parser(LightningModule):
             return  # the teacher only trains: test, validate and predict do without its file
         unlabeled = data is not None and data.has_unlabeled
         self.terms.check(unlabeled, unlabeled and data.unlabeled_has_upos, self.network.tagger is not None,
-                         bool(self.hparams.teacher) or self.hparams.teacher_ema is not None)
+                         self.teacher.given)
         if self._teacher is None and self.terms.needs("teacher"):
-            self._teacher = self._load_teacher()
+            self._teacher = self.teacher.build(self.network, self.decoding.multiroot, Parser.load)
 
     def _start_from(self, path: str, labels: list[str], treebanks: list[str]) -> None:
         """The network built from the saved parser's encoder files and started from its weights;
@@ -137,14 +129,6 @@ class Parser(LightningModule):
             if stage in ({"fit", "validate"} if split == "dev" else {"test"}):
                 treebanks = data.treebanks(split)
                 setattr(self, name, AttachmentScore(universal, treebanks if len(treebanks) > 1 else None))
-
-    def _load_teacher(self) -> Teacher:
-        paths = self.hparams.teacher
-        if paths:
-            loaded = [(path, Parser.load(path)) for path in ([paths] if isinstance(paths, str) else paths)]
-            return Teacher.frozen([(path, parser.network, parser.decoding.multiroot) for path, parser in loaded],
-                                  self.decoding.multiroot, self.hparams.teacher_cache_mib)
-        return Teacher.moving_average(self.network, self.hparams.teacher_ema)
 
     def forward(self, words: list[list[str]], subwords=None, treebanks=None) -> Scores:
         """The network's scores of a batch of word lists (see :class:`~parser.network.Network`)."""
@@ -276,7 +260,8 @@ class Parser(LightningModule):
             raise ConfigurationError(f"{path} was written by an earlier treeexp (before the network had its own settings): "
                                      "parse with that version, or train again")
         parser = cls(h["encoder"], EncoderOptions(**h["encoder_options"]), Heads(**h["heads"]),
-                     teacher=h["teacher"], teacher_ema=h["teacher_ema"], decoding=Decoding(**h["decoding"]))
+                     teacher=TeacherOptions.of(h["teacher"], h.get("teacher_ema"), h.get("teacher_cache_mib")),
+                     decoding=Decoding(**h["decoding"]))
         with checkpoint_files.unpacked(saved.encoder_files) as source:
             parser.build(h["labels"], source, h.get("treebanks") or ())
         saved.load_weights_into(parser, map_location)

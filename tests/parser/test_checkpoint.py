@@ -18,6 +18,7 @@ from parser.training.checkpoint import CheckpointError
 from parser.data.datamodule import DependencyDataModule
 from parser.model import Parser
 from parser.network import Heads
+from parser.training.teacher import TeacherOptions
 from parser.training.terms import Term, TermSet
 
 REPO = Path(__file__).resolve().parents[2]
@@ -120,7 +121,7 @@ def test_a_student_needs_its_teacher_only_to_fit(trained_checkpoint, ud_dir, tmp
 
     ckpt, _ = trained_checkpoint
     saved = Parser.load(ckpt)
-    saved.hparams["teacher"] = str(tmp_path / "gone.ckpt")
+    saved.teacher = TeacherOptions(str(tmp_path / "gone.ckpt"))
     saved.terms = TermSet([Term(Distillation(), "unlabeled")])
     small = tmp_path / "dev.conllu"
     small.write_text("\n\n".join((ud_dir / "UD_English-EWT/en_ewt-ud-dev.conllu").read_text().split("\n\n")[:8]) + "\n\n")
