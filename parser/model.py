@@ -21,7 +21,7 @@ from parser.decoding.parsing import Parse, parse_batch, parse_words
 from parser.network import EncoderOptions, Heads, Network
 from parser.training import checkpoint as checkpoint_files
 from parser.training.metrics import AttachmentScore, universal_index
-from parser.training.optimizer import adamw_linear
+from parser.training.optimizer import adamw_linear, clip_gradients, parameter_groups
 from parser.training.teacher import Teacher, TeacherOptions
 from parser.training.terms import Term, TermSet
 from parser.training.warm_start import start_from
@@ -172,28 +172,17 @@ class Parser(LightningModule):
         return max(int(steps), 1)
 
     def configure_optimizers(self):
-        # the pretrained transformer at encoder_lr; what starts from scratch (scorer, tagger,
-        # layer mix, character encoder, LSTM) at lr
-        transformer = [p for p in self.network.encoder.model.parameters() if p.requires_grad]
-        rest = [p for n, p in self.network.named_parameters() if p.requires_grad and not n.startswith("encoder.model.")]
-        groups = [{"params": rest, "lr": self.hparams.lr}, {"params": transformer, "lr": self.hparams.encoder_lr}]
+        groups = parameter_groups(self.network, self.hparams.lr, self.hparams.encoder_lr)
         # fused unless a gradient scaler (16-mixed) must unscale the gradients before clipping
         scaled = getattr(self.trainer.precision_plugin, "scaler", None) is not None
         return adamw_linear(groups, self.ADAMW_BETAS, self.hparams.weight_decay, self.hparams.warmup_steps,
                             self.total_steps(), self.device, fuse=not scaled)
 
     def configure_gradient_clipping(self, optimizer, gradient_clip_val=None, gradient_clip_algorithm=None) -> None:
-        """``trainer.gradient_clip_val`` as Lightning clips without mixed precision (over the
-        optimiser's parameters, by norm or ``value``), done here because Lightning's
-        mixed-precision plugin refuses any fused optimiser, even under bf16-mixed, which has
-        no scaler; under 16-mixed the optimiser is not fused and its gradients arrive unscaled."""
-        if not gradient_clip_val:
-            return
-        parameters = [p for group in optimizer.param_groups for p in group["params"]]
-        if gradient_clip_algorithm == "value":
-            torch.nn.utils.clip_grad_value_(parameters, gradient_clip_val)
-        else:
-            torch.nn.utils.clip_grad_norm_(parameters, gradient_clip_val)
+        """``trainer.gradient_clip_val``, clipped here because Lightning's mixed-precision plugin
+        refuses any fused optimiser, even under bf16-mixed, which has no scaler; under 16-mixed
+        the optimiser is not fused and its gradients arrive unscaled."""
+        clip_gradients(optimizer, gradient_clip_val, gradient_clip_algorithm)
 
     # ----------------------------------------------------------------- evaluation
     def _evaluate(self, batch: Batch, metric: AttachmentScore, tag_accuracy: MulticlassAccuracy) -> None:
