@@ -9,10 +9,9 @@ from pathlib import Path
 
 import torch
 from lightning.pytorch import LightningModule
-from torch import Tensor
-from torchmetrics.classification import MulticlassAccuracy
+from torch import Tensor, nn
 
-from objectives.conventions import IGNORE_INDEX, ConfigurationError
+from objectives.conventions import ConfigurationError
 from objectives.objective import ObjectiveContext, Scores
 
 from parser.data.batch import Batch
@@ -20,11 +19,13 @@ from parser.decoding.decode import Decoding, root_label
 from parser.decoding.parsing import Parse, parse_batch, parse_words
 from parser.network import EncoderOptions, Heads, Network
 from parser.training import checkpoint as checkpoint_files
-from parser.training.metrics import AttachmentScore, universal_index
+from parser.training.metrics import ParseScores
 from parser.training.optimizer import adamw_linear, clip_gradients, parameter_groups
 from parser.training.teacher import Teacher, TeacherOptions
 from parser.training.terms import Term, TermSet
 from parser.training.warm_start import start_from
+
+EVALUATED = {"fit": ("val", "dev"), "validate": ("val", "dev"), "test": ("test", "test")}  # stage: (scores, data split)
 
 
 class Parser(LightningModule):
@@ -81,10 +82,7 @@ class Parser(LightningModule):
         self.hparams["labels"] = list(labels)
         if self.network.encoder.treebanks is not None:
             self.hparams["treebanks"] = list(self.network.encoder.treebanks.itos)
-        universal, tags = universal_index(labels), len(self.network.upos_vocab)
-        self.val_metric, self.test_metric = AttachmentScore(universal), AttachmentScore(universal)
-        self.val_tag_accuracy = MulticlassAccuracy(tags, average="micro", ignore_index=IGNORE_INDEX)
-        self.test_tag_accuracy = MulticlassAccuracy(tags, average="micro", ignore_index=IGNORE_INDEX)
+        self.split_scores = nn.ModuleDict({"val": ParseScores(self.network), "test": ParseScores(self.network)})
 
     def setup(self, stage: str) -> None:
         data = getattr(self.trainer, "datamodule", None)
@@ -101,7 +99,8 @@ class Parser(LightningModule):
             data.label_vocab = self.network.label_vocab  # evaluate with the checkpoint's labels
         if data is not None:
             data.tokenize = self.network.encoder.subwords  # DataLoader workers tokenise while the model computes
-            self._score_each_treebank(data, stage)
+            if stage in EVALUATED:  # with several treebanks in the split, a score for each
+                self.split_scores[EVALUATED[stage][0]] = ParseScores(self.network, data.treebanks(EVALUATED[stage][1]))
         self.terms.setup(ObjectiveContext(
             stage=stage, multiroot=self.decoding.multiroot, tags=self.network.upos_vocab.itos,
             labels=self.network.label_vocab.itos, labeled_batches=data.gold_batches if fit and data else None,
@@ -121,14 +120,6 @@ class Parser(LightningModule):
         with checkpoint_files.unpacked(saved.encoder_files) as source:
             self.build(labels, source, [*(saved.hparams.get("treebanks") or []), *treebanks])
         start_from(self.network, self.hparams.encoder, saved, path)
-
-    def _score_each_treebank(self, data, stage: str) -> None:
-        """With several treebanks in dev (test), a score for each and their macro-average."""
-        universal = universal_index(self.network.label_vocab.itos)
-        for split, name in (("dev", "val_metric"), ("test", "test_metric")):
-            if stage in ({"fit", "validate"} if split == "dev" else {"test"}):
-                treebanks = data.treebanks(split)
-                setattr(self, name, AttachmentScore(universal, treebanks if len(treebanks) > 1 else None))
 
     def forward(self, words: list[list[str]], subwords=None, treebanks=None) -> Scores:
         """The network's scores of a batch of word lists (see :class:`~parser.network.Network`)."""
@@ -185,34 +176,29 @@ class Parser(LightningModule):
         clip_gradients(optimizer, gradient_clip_val, gradient_clip_algorithm)
 
     # ----------------------------------------------------------------- evaluation
-    def _evaluate(self, batch: Batch, metric: AttachmentScore, tag_accuracy: MulticlassAccuracy) -> None:
+    def _evaluate(self, batch: Batch, split: str) -> None:
         scores = self(batch.words, batch.subwords, batch.treebanks)
         heads, labels = self.decoding(scores.arcs, scores.labels, batch.lengths, root_label(self.network.label_vocab.itos))
-        metric.update(heads, labels, batch.heads, batch.labels, batch.lengths, metric.group_of(batch.treebanks))
-        if scores.tags is not None:
-            tag_accuracy.update(scores.tags.flatten(0, 1), self.network.tag_targets(batch.upos).flatten())
+        self.split_scores[split].update(batch, heads, labels, scores.tags, self.network.tag_targets(batch.upos))
 
     def validation_step(self, batch: Batch, batch_idx: int) -> None:
-        self._evaluate(batch, self.val_metric, self.val_tag_accuracy)
+        self._evaluate(batch, "val")
 
     def on_validation_epoch_end(self) -> None:
-        self._log_metric(self.val_metric, self.val_tag_accuracy, "val")
+        self._log_scores("val")
 
     def test_step(self, batch: Batch, batch_idx: int) -> None:
-        self._evaluate(batch, self.test_metric, self.test_tag_accuracy)
+        self._evaluate(batch, "test")
 
     def on_test_epoch_end(self) -> None:
-        self._log_metric(self.test_metric, self.test_tag_accuracy, "test")
+        self._log_scores("test")
 
-    def _log_metric(self, metric: AttachmentScore, tag_accuracy: MulticlassAccuracy, prefix: str) -> None:
-        values = {f"{prefix}/{k}": v for k, v in metric.compute().items()}
-        if self.network.tagger is not None:
-            values[f"{prefix}/upos"] = 100 * tag_accuracy.compute()
+    def _log_scores(self, split: str) -> None:
+        values = {f"{split}/{k}": v for k, v in self.split_scores[split].compute().items()}
         each = {k: v for k, v in values.items() if k.count("/") > 1}  # per treebank: logged, not shown
         self.log_dict({k: v for k, v in values.items() if k not in each}, prog_bar=True, sync_dist=True)
         self.log_dict(each, sync_dist=True)  # already equal on every process (torchmetrics)
-        metric.reset()
-        tag_accuracy.reset()
+        self.split_scores[split].reset()
 
     # ----------------------------------------------------------------- parsing
     def predict_step(self, batch: Batch, batch_idx: int) -> list[tuple[int, Parse]]:
