@@ -231,9 +231,6 @@ class Parser(LightningModule):
         encoder package needed). Its terms are not saved: a loaded parser parses."""
         saved = checkpoint_files.read(path, map_location)
         h = saved.hparams
-        if "encoder_options" not in h:
-            raise ConfigurationError(f"{path} was written by an earlier treeexp (before the network had its own settings): "
-                                     "parse with that version, or train again")
         parser = cls(h["encoder"], EncoderOptions(**h["encoder_options"]), Heads(**h["heads"]),
                      teacher=TeacherOptions.of(h["teacher"], h.get("teacher_ema"), h.get("teacher_cache_mib")),
                      decoding=Decoding(**h["decoding"]))

@@ -140,5 +140,5 @@ def test_a_checkpoint_of_an_earlier_version_is_refused_in_one_line(trained_check
     state = torch.load(ckpt, weights_only=False)
     state["hyper_parameters"] = {"encoder": "all-MiniLM-L6-v2", "arc_size": 32, "labels": ["root"]}
     torch.save(state, tmp_path / "old.ckpt")
-    with pytest.raises(ValueError, match="earlier treeexp"):
+    with pytest.raises(CheckpointError, match="earlier treeexp"):
         Parser.load(tmp_path / "old.ckpt")
