@@ -169,11 +169,14 @@ class ParserCLI(LightningCLI):
 
 def fold_legacy_teacher(model: Namespace) -> None:
     """``--model.teacher_ema`` and ``--model.teacher_cache_mib`` (when given) into
-    ``model.teacher``, the :class:`~parser.training.teacher.TeacherOptions` they now belong to."""
+    ``model.teacher``, the :class:`~parser.training.teacher.TeacherOptions` they now belong to;
+    settings that cannot work stop here, in one line (inside the union of ``teacher``'s types
+    they would end in a traceback)."""
     given = {new: model.pop(old, None) for old, new in LEGACY_TEACHER.items()}
+    teacher = model["teacher"].as_dict() if isinstance(model["teacher"], Namespace) else model["teacher"]
+    options = TeacherOptions.of(teacher, **given)
     if any(value is not None for value in given.values()):
-        teacher = model["teacher"].as_dict() if isinstance(model["teacher"], Namespace) else model["teacher"]
-        model["teacher"] = dataclasses.asdict(TeacherOptions.of(teacher, **given))
+        model["teacher"] = dataclasses.asdict(options)
 
 
 def check_encoder(name: str) -> None:

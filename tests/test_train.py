@@ -381,9 +381,14 @@ def test_every_spelling_of_the_teacher_reaches_the_model(args, options, tiny_ber
                      run=False)
     assert cli.model.teacher == options
     assert "teacher_ema" not in cli.config.model and "teacher_cache_mib" not in cli.config.model
+
+
+@pytest.mark.parametrize("both", [["--model.teacher", "a.ckpt", "--model.teacher_ema", "0.9"],
+                                  ["--model.teacher", "{checkpoints: a.ckpt, ema: 0.9}"]])
+def test_a_teacher_both_from_files_and_a_moving_average_is_refused(both, tiny_bert_dir):
+    """A ConfigurationError (one line), not the traceback of a union none of whose types fits."""
     with pytest.raises(ConfigurationError, match="not both"):
-        train.main(["--model.encoder", str(tiny_bert_dir), "--model.teacher", "a.ckpt", "--model.teacher_ema", "0.9"],
-                   run=False)
+        train.main(["--model.encoder", str(tiny_bert_dir), *both], run=False)
 
 
 def test_a_checkpoint_of_the_flat_teacher_settings_loads_and_tests(tiny_bert_dir, ud_dir, tmp_path, teacher_checkpoint):
