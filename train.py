@@ -12,6 +12,7 @@ with one ``error:`` line; ``--debug`` (anywhere) shows the traceback instead.
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import os
 import sys
 import warnings
@@ -21,6 +22,7 @@ from pathlib import Path
 import torch
 from huggingface_hub.errors import HFValidationError
 from huggingface_hub.utils import validate_repo_id
+from jsonargparse import Namespace
 from lightning.pytorch.callbacks import EarlyStopping, LearningRateMonitor, ModelCheckpoint, ProgressBar
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
@@ -37,11 +39,13 @@ from parser.model import Parser
 from parser.network.pretrained import resolve_model_path
 from parser.runs import RECIPES
 from parser.training.checkpoint import AtomicCheckpointIO, check_readable
+from parser.training.teacher import TeacherOptions
 
 CONFIGS = Path(__file__).resolve().parent / "configs"
 OBJECTIVE_CONFIGS = RECIPES  # one name per shipped recipe (parser.runs)
 SUBCOMMANDS = ("fit", "validate", "test", "predict")
 EARLY_STOPPING_PATIENCE = 5  # validations without a better dev LAS before training stops
+LEGACY_TEACHER = {"teacher_ema": "ema", "teacher_cache_mib": "cache_mib"}  # --model.OLD: --model.teacher.NEW
 GRADIENT_CLIP_NORM = 5.0  # the gradient's global 2-norm is clipped to this
 LOG_EVERY_N_STEPS = 10  # Lightning logs every 50 by default: too rare for the 43-step epochs of small treebanks
 # Lightning counts the steps it logs at across epochs, so epochs shorter than
@@ -99,6 +103,9 @@ class ParserCLI(LightningCLI):
         )
         # the CLI's default recipe (the model names no objective): tree likelihood on labeled batches
         parser.set_defaults({"model.terms": [{"objective": {"class_path": "objectives.Likelihood"}}]})
+        # the teacher's settings before they were one value: recorded commands, older checkpoints' hyperparameters
+        for old, new in LEGACY_TEACHER.items():
+            parser.add_argument(f"--model.{old}", type=float | None, default=None, help=f"older spelling of --model.teacher.{new}")
 
     def init_parser(self, **kwargs) -> LightningArgumentParser:
         parser = super().init_parser(**kwargs)
@@ -108,6 +115,7 @@ class ParserCLI(LightningCLI):
     def before_instantiate_classes(self) -> None:
         config = self.config.get(self.subcommand, self.config) if self.subcommand else self.config
         check_encoder(config["model"]["encoder"])
+        fold_legacy_teacher(config["model"])
         if config.get("precision_auto"):
             accelerator = str(config["trainer"].get("accelerator") or "auto")
             device = "cuda" if accelerator in ("gpu", "cuda") or (accelerator == "auto" and torch.cuda.is_available()) else "cpu"
@@ -157,6 +165,18 @@ class ParserCLI(LightningCLI):
         name = run_name(config.get("config") or [])
         version = _next_version(root / name)
         return [CSVLogger(root, name=name, version=version), TensorBoardLogger(root, name=name, version=version, default_hp_metric=False)]
+
+
+def fold_legacy_teacher(model: Namespace) -> None:
+    """``--model.teacher_ema`` and ``--model.teacher_cache_mib`` (when given) into
+    ``model.teacher``, the :class:`~parser.training.teacher.TeacherOptions` they now belong to;
+    settings that cannot work stop here, in one line (inside the union of ``teacher``'s types
+    they would end in a traceback)."""
+    given = {new: model.pop(old, None) for old, new in LEGACY_TEACHER.items()}
+    teacher = model["teacher"].as_dict() if isinstance(model["teacher"], Namespace) else model["teacher"]
+    options = TeacherOptions.of(teacher, **given)
+    if any(value is not None for value in given.values()):
+        model["teacher"] = dataclasses.asdict(options)
 
 
 def check_encoder(name: str) -> None:

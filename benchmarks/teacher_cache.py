@@ -1,4 +1,4 @@
-"""A file teacher's scores with its sentence cache (``--model.teacher_cache_mib``, shipped on)
+"""A file teacher's scores with its sentence cache (``--model.teacher.cache_mib``, shipped on)
 against without it (the baseline), interleaved batch by batch over several epochs of the same
 unlabeled sentences, beside the student's own forward and backward pass on those batches:
 medians per epoch, and what a training step costs with each.

@@ -9,10 +9,9 @@ from pathlib import Path
 
 import torch
 from lightning.pytorch import LightningModule
-from torch import Tensor
-from torchmetrics.classification import MulticlassAccuracy
+from torch import Tensor, nn
 
-from objectives.conventions import IGNORE_INDEX, ConfigurationError
+from objectives.conventions import ConfigurationError
 from objectives.objective import ObjectiveContext, Scores
 
 from parser.data.batch import Batch
@@ -20,11 +19,13 @@ from parser.decoding.decode import Decoding, root_label
 from parser.decoding.parsing import Parse, parse_batch, parse_words
 from parser.network import EncoderOptions, Heads, Network
 from parser.training import checkpoint as checkpoint_files
-from parser.training.metrics import AttachmentScore, universal_index
-from parser.training.optimizer import adamw_linear
-from parser.training.teacher import Teacher
+from parser.training.metrics import ParseScores
+from parser.training.optimizer import adamw_linear, clip_gradients, parameter_groups
+from parser.training.teacher import Teacher, TeacherOptions
 from parser.training.terms import Term, TermSet
 from parser.training.warm_start import start_from
+
+EVALUATED = {"fit": ("val", "dev"), "validate": ("val", "dev"), "test": ("test", "test")}  # stage: (scores, data split)
 
 
 class Parser(LightningModule):
@@ -38,15 +39,9 @@ class Parser(LightningModule):
             tag scores; :class:`~parser.network.Heads`).
         terms: the training loss, a list of terms (objective, data, weight); ``train.py``'s
             default is tree likelihood on the labeled sentences.
-        teacher: checkpoint of this framework whose scores the terms that need a teacher
-            read (distillation), or a list of them (an ensemble: the mean of their scores);
-            frozen and not saved in this model's checkpoints.
-        teacher_ema: instead, a teacher that is the moving average of this parser's weights
-            with this decay (self-distillation that needs no other labeled data).
-        teacher_cache_mib: keep the ``teacher``'s scores of up to this many MiB of sentences
-            in CPU memory, so that a sentence seen again costs it no forward pass (a small
-            unlabeled corpus read for several epochs; :class:`~parser.training.teacher.Teacher`);
-            0: none.
+        teacher: whose scores the terms that need a teacher read (distillation): a saved parser, a
+            list of them (an ensemble), or :class:`~parser.training.teacher.TeacherOptions` (also
+            ``ema``, a moving average of this parser's weights instead, and ``cache_mib``).
         decoding: trees from scores (:class:`~parser.decoding.decode.Decoding`: tree set, projective,
             crossing margin); its tree set (``multiroot``) is every term's too.
         lr, encoder_lr, weight_decay, warmup_steps: AdamW with linear warm-up then linear
@@ -61,19 +56,17 @@ class Parser(LightningModule):
     ADAMW_BETAS = (0.9, 0.9)  # Dozat & Manning's beta2 = 0.9: the second moment adapts fast
 
     def __init__(self, encoder: str = "all-MiniLM-L6-v2", encoder_options: EncoderOptions = EncoderOptions(),
-                 heads: Heads = Heads(), terms: list[Term] | None = None, teacher: str | list[str] | None = None,
-                 teacher_ema: float | None = None, teacher_cache_mib: float = 1024, decoding: Decoding = Decoding(),
+                 heads: Heads = Heads(), terms: list[Term] | None = None,
+                 teacher: str | list[str] | TeacherOptions | None = None, decoding: Decoding = Decoding(),
                  lr: float = 2e-3, encoder_lr: float = 5e-5, weight_decay: float = 0.01, warmup_steps: int = 200,
                  labels: list[str] | None = None, init: str | None = None):
         super().__init__()
-        if teacher and teacher_ema is not None:
-            raise ConfigurationError("give --model.teacher (a file) or --model.teacher_ema (a moving average), not both")
         self.terms = TermSet(terms or [])
         heads = dataclasses.replace(heads, tagger=heads.tagger or self.terms.needs("tag_scores"))
         self.encoder_options, self.heads, self.decoding = encoder_options, heads, decoding
+        self.teacher = TeacherOptions.of(teacher)
         self.save_hyperparameters({"encoder": encoder, "encoder_options": asdict(encoder_options), "heads": asdict(heads),
-                                   "teacher": teacher, "teacher_ema": teacher_ema,
-                                   "teacher_cache_mib": teacher_cache_mib, "decoding": asdict(decoding), "lr": lr,
+                                   "teacher": asdict(self.teacher), "decoding": asdict(decoding), "lr": lr,
                                    "encoder_lr": encoder_lr, "weight_decay": weight_decay, "warmup_steps": warmup_steps,
                                    "labels": labels, "init": init})
         self.network: Network | None = None
@@ -89,10 +82,7 @@ class Parser(LightningModule):
         self.hparams["labels"] = list(labels)
         if self.network.encoder.treebanks is not None:
             self.hparams["treebanks"] = list(self.network.encoder.treebanks.itos)
-        universal, tags = universal_index(labels), len(self.network.upos_vocab)
-        self.val_metric, self.test_metric = AttachmentScore(universal), AttachmentScore(universal)
-        self.val_tag_accuracy = MulticlassAccuracy(tags, average="micro", ignore_index=IGNORE_INDEX)
-        self.test_tag_accuracy = MulticlassAccuracy(tags, average="micro", ignore_index=IGNORE_INDEX)
+        self.split_scores = nn.ModuleDict({"val": ParseScores(self.network), "test": ParseScores(self.network)})
 
     def setup(self, stage: str) -> None:
         data = getattr(self.trainer, "datamodule", None)
@@ -109,7 +99,8 @@ class Parser(LightningModule):
             data.label_vocab = self.network.label_vocab  # evaluate with the checkpoint's labels
         if data is not None:
             data.tokenize = self.network.encoder.subwords  # DataLoader workers tokenise while the model computes
-            self._score_each_treebank(data, stage)
+            if stage in EVALUATED:  # with several treebanks in the split, a score for each
+                self.split_scores[EVALUATED[stage][0]] = ParseScores(self.network, data.treebanks(EVALUATED[stage][1]))
         self.terms.setup(ObjectiveContext(
             stage=stage, multiroot=self.decoding.multiroot, tags=self.network.upos_vocab.itos,
             labels=self.network.label_vocab.itos, labeled_batches=data.gold_batches if fit and data else None,
@@ -118,9 +109,9 @@ class Parser(LightningModule):
             return  # the teacher only trains: test, validate and predict do without its file
         unlabeled = data is not None and data.has_unlabeled
         self.terms.check(unlabeled, unlabeled and data.unlabeled_has_upos, self.network.tagger is not None,
-                         bool(self.hparams.teacher) or self.hparams.teacher_ema is not None)
+                         self.teacher.given)
         if self._teacher is None and self.terms.needs("teacher"):
-            self._teacher = self._load_teacher()
+            self._teacher = self.teacher.build(self.network, self.decoding.multiroot, Parser.load)
 
     def _start_from(self, path: str, labels: list[str], treebanks: list[str]) -> None:
         """The network built from the saved parser's encoder files and started from its weights;
@@ -129,22 +120,6 @@ class Parser(LightningModule):
         with checkpoint_files.unpacked(saved.encoder_files) as source:
             self.build(labels, source, [*(saved.hparams.get("treebanks") or []), *treebanks])
         start_from(self.network, self.hparams.encoder, saved, path)
-
-    def _score_each_treebank(self, data, stage: str) -> None:
-        """With several treebanks in dev (test), a score for each and their macro-average."""
-        universal = universal_index(self.network.label_vocab.itos)
-        for split, name in (("dev", "val_metric"), ("test", "test_metric")):
-            if stage in ({"fit", "validate"} if split == "dev" else {"test"}):
-                treebanks = data.treebanks(split)
-                setattr(self, name, AttachmentScore(universal, treebanks if len(treebanks) > 1 else None))
-
-    def _load_teacher(self) -> Teacher:
-        paths = self.hparams.teacher
-        if paths:
-            loaded = [(path, Parser.load(path)) for path in ([paths] if isinstance(paths, str) else paths)]
-            return Teacher.frozen([(path, parser.network, parser.decoding.multiroot) for path, parser in loaded],
-                                  self.decoding.multiroot, self.hparams.teacher_cache_mib)
-        return Teacher.moving_average(self.network, self.hparams.teacher_ema)
 
     def forward(self, words: list[list[str]], subwords=None, treebanks=None) -> Scores:
         """The network's scores of a batch of word lists (see :class:`~parser.network.Network`)."""
@@ -188,58 +163,42 @@ class Parser(LightningModule):
         return max(int(steps), 1)
 
     def configure_optimizers(self):
-        # the pretrained transformer at encoder_lr; what starts from scratch (scorer, tagger,
-        # layer mix, character encoder, LSTM) at lr
-        transformer = [p for p in self.network.encoder.model.parameters() if p.requires_grad]
-        rest = [p for n, p in self.network.named_parameters() if p.requires_grad and not n.startswith("encoder.model.")]
-        groups = [{"params": rest, "lr": self.hparams.lr}, {"params": transformer, "lr": self.hparams.encoder_lr}]
+        groups = parameter_groups(self.network, self.hparams.lr, self.hparams.encoder_lr)
         # fused unless a gradient scaler (16-mixed) must unscale the gradients before clipping
         scaled = getattr(self.trainer.precision_plugin, "scaler", None) is not None
         return adamw_linear(groups, self.ADAMW_BETAS, self.hparams.weight_decay, self.hparams.warmup_steps,
                             self.total_steps(), self.device, fuse=not scaled)
 
     def configure_gradient_clipping(self, optimizer, gradient_clip_val=None, gradient_clip_algorithm=None) -> None:
-        """``trainer.gradient_clip_val`` as Lightning clips without mixed precision (over the
-        optimiser's parameters, by norm or ``value``), done here because Lightning's
-        mixed-precision plugin refuses any fused optimiser, even under bf16-mixed, which has
-        no scaler; under 16-mixed the optimiser is not fused and its gradients arrive unscaled."""
-        if not gradient_clip_val:
-            return
-        parameters = [p for group in optimizer.param_groups for p in group["params"]]
-        if gradient_clip_algorithm == "value":
-            torch.nn.utils.clip_grad_value_(parameters, gradient_clip_val)
-        else:
-            torch.nn.utils.clip_grad_norm_(parameters, gradient_clip_val)
+        """``trainer.gradient_clip_val``, clipped here because Lightning's mixed-precision plugin
+        refuses any fused optimiser, even under bf16-mixed, which has no scaler; under 16-mixed
+        the optimiser is not fused and its gradients arrive unscaled."""
+        clip_gradients(optimizer, gradient_clip_val, gradient_clip_algorithm)
 
     # ----------------------------------------------------------------- evaluation
-    def _evaluate(self, batch: Batch, metric: AttachmentScore, tag_accuracy: MulticlassAccuracy) -> None:
+    def _evaluate(self, batch: Batch, split: str) -> None:
         scores = self(batch.words, batch.subwords, batch.treebanks)
         heads, labels = self.decoding(scores.arcs, scores.labels, batch.lengths, root_label(self.network.label_vocab.itos))
-        metric.update(heads, labels, batch.heads, batch.labels, batch.lengths, metric.group_of(batch.treebanks))
-        if scores.tags is not None:
-            tag_accuracy.update(scores.tags.flatten(0, 1), self.network.tag_targets(batch.upos).flatten())
+        self.split_scores[split].update(batch, heads, labels, scores.tags, self.network.tag_targets(batch.upos))
 
     def validation_step(self, batch: Batch, batch_idx: int) -> None:
-        self._evaluate(batch, self.val_metric, self.val_tag_accuracy)
+        self._evaluate(batch, "val")
 
     def on_validation_epoch_end(self) -> None:
-        self._log_metric(self.val_metric, self.val_tag_accuracy, "val")
+        self._log_scores("val")
 
     def test_step(self, batch: Batch, batch_idx: int) -> None:
-        self._evaluate(batch, self.test_metric, self.test_tag_accuracy)
+        self._evaluate(batch, "test")
 
     def on_test_epoch_end(self) -> None:
-        self._log_metric(self.test_metric, self.test_tag_accuracy, "test")
+        self._log_scores("test")
 
-    def _log_metric(self, metric: AttachmentScore, tag_accuracy: MulticlassAccuracy, prefix: str) -> None:
-        values = {f"{prefix}/{k}": v for k, v in metric.compute().items()}
-        if self.network.tagger is not None:
-            values[f"{prefix}/upos"] = 100 * tag_accuracy.compute()
+    def _log_scores(self, split: str) -> None:
+        values = {f"{split}/{k}": v for k, v in self.split_scores[split].compute().items()}
         each = {k: v for k, v in values.items() if k.count("/") > 1}  # per treebank: logged, not shown
         self.log_dict({k: v for k, v in values.items() if k not in each}, prog_bar=True, sync_dist=True)
         self.log_dict(each, sync_dist=True)  # already equal on every process (torchmetrics)
-        metric.reset()
-        tag_accuracy.reset()
+        self.split_scores[split].reset()
 
     # ----------------------------------------------------------------- parsing
     def predict_step(self, batch: Batch, batch_idx: int) -> list[tuple[int, Parse]]:
@@ -272,11 +231,9 @@ class Parser(LightningModule):
         encoder package needed). Its terms are not saved: a loaded parser parses."""
         saved = checkpoint_files.read(path, map_location)
         h = saved.hparams
-        if "encoder_options" not in h:
-            raise ConfigurationError(f"{path} was written by an earlier treeexp (before the network had its own settings): "
-                                     "parse with that version, or train again")
         parser = cls(h["encoder"], EncoderOptions(**h["encoder_options"]), Heads(**h["heads"]),
-                     teacher=h["teacher"], teacher_ema=h["teacher_ema"], decoding=Decoding(**h["decoding"]))
+                     teacher=TeacherOptions.of(h["teacher"], h.get("teacher_ema"), h.get("teacher_cache_mib")),
+                     decoding=Decoding(**h["decoding"]))
         with checkpoint_files.unpacked(saved.encoder_files) as source:
             parser.build(h["labels"], source, h.get("treebanks") or ())
         saved.load_weights_into(parser, map_location)

@@ -14,8 +14,10 @@ from objectives.conventions import ConfigurationError
 from objectives.ge import Constraint
 from objectives.schedule import Schedule
 from parser.evaluate import evaluate
+from parser.model import Parser
 from parser.predict import predict
 from parser.data.sentences import ConlluError, read_conllu
+from parser.training.teacher import TeacherOptions
 
 
 def test_objective_short_form_expands_to_its_config():
@@ -359,7 +361,52 @@ def test_a_student_learns_from_several_teachers(tiny_bert_dir, ud_dir, tmp_path,
     second = _short_run("likelihood", tiny_bert_dir, data, tmp_path / "second", ["--seed_everything", "2"])
     best = _short_run("kl", tiny_bert_dir, data, tmp_path / "student",
                       ["--model.teacher", f"[{teacher_checkpoint}, {second}]", "--data.labeled_size", "10"])
-    assert torch.load(best, weights_only=False)["hyper_parameters"]["teacher"] == [str(teacher_checkpoint), str(second)]
+    assert torch.load(best, weights_only=False)["hyper_parameters"]["teacher"]["checkpoints"] == [str(teacher_checkpoint),
+                                                                                                str(second)]
+
+
+@pytest.mark.parametrize("args, options", [
+    (["--model.teacher", "a.ckpt"], TeacherOptions("a.ckpt")),
+    (["--model.teacher", "[a.ckpt, b.ckpt]"], TeacherOptions(["a.ckpt", "b.ckpt"])),
+    (["--model.teacher.ema", "0.999"], TeacherOptions(ema=0.999)),
+    (["--model.teacher.checkpoints", "a.ckpt", "--model.teacher.cache_mib", "0"], TeacherOptions("a.ckpt", cache_mib=0)),
+    (["--model.teacher_ema", "0.999"], TeacherOptions(ema=0.999)),  # the spellings of recorded commands
+    (["--model.teacher", "a.ckpt", "--model.teacher_cache_mib", "0"], TeacherOptions("a.ckpt", cache_mib=0)),
+])
+def test_every_spelling_of_the_teacher_reaches_the_model(args, options, tiny_bert_dir, tmp_path):
+    """``--model.teacher`` takes a checkpoint, a list of them or the options; the options'
+    older spellings ``--model.teacher_ema`` and ``--model.teacher_cache_mib`` still work, and
+    the run's config.yaml holds them in their new place."""
+    cli = train.main(["--config", str(train.CONFIGS / "distill.yaml"), "--model.encoder", str(tiny_bert_dir), *args],
+                     run=False)
+    assert cli.model.teacher == options
+    assert "teacher_ema" not in cli.config.model and "teacher_cache_mib" not in cli.config.model
+
+
+@pytest.mark.parametrize("both", [["--model.teacher", "a.ckpt", "--model.teacher_ema", "0.9"],
+                                  ["--model.teacher", "{checkpoints: a.ckpt, ema: 0.9}"]])
+def test_a_teacher_both_from_files_and_a_moving_average_is_refused(both, tiny_bert_dir):
+    """A ConfigurationError (one line), not the traceback of a union none of whose types fits."""
+    with pytest.raises(ConfigurationError, match="not both"):
+        train.main(["--model.encoder", str(tiny_bert_dir), *both], run=False)
+
+
+def test_a_checkpoint_of_the_flat_teacher_settings_loads_and_tests(tiny_bert_dir, ud_dir, tmp_path, teacher_checkpoint):
+    """A checkpoint written before the teacher's settings were one value (hyperparameters
+    ``teacher``, ``teacher_ema``, ``teacher_cache_mib``) loads, and tests through train.py,
+    whose ``--ckpt_path`` reads its hyperparameters as the model's settings."""
+    state = torch.load(teacher_checkpoint, weights_only=False)
+    hparams = state["hyper_parameters"]
+    del hparams["teacher"]
+    state["hyper_parameters"] = {**hparams, "teacher": "t.ckpt", "teacher_ema": None, "teacher_cache_mib": 8}
+    old = tmp_path / "old.ckpt"
+    torch.save(state, old)
+    assert Parser.load(old).teacher == TeacherOptions("t.ckpt", cache_mib=8)
+    data = _slice(ud_dir, tmp_path, 10)
+    cli = train.main(["test", "--config", str(train.CONFIGS / "likelihood.yaml"), "--ckpt_path", str(old),
+                      "--data.test", str(data), "--data.batch_tokens", "300", "--trainer.logger", "false",
+                      "--trainer.enable_progress_bar", "false"])
+    assert cli.model.teacher == TeacherOptions("t.ckpt", cache_mib=8) and "test/las" in cli.trainer.callback_metrics
 
 
 def test_a_run_without_logger_or_checkpoints_ends_cleanly(tiny_bert_dir, ud_dir, tmp_path):

@@ -118,7 +118,8 @@ def check_readable(path: str | Path) -> None:
 
 
 def read(path: str | Path, map_location: str | torch.device = "cpu") -> SavedParser:
-    """A ``.ckpt`` file or a directory of :func:`write_directory`."""
+    """A ``.ckpt`` file or a directory of :func:`write_directory`; one of an earlier treeexp,
+    whose hyperparameters were flat (before the network had its own settings), is refused."""
     path = check_checkpoint_path(path)
     if path.is_dir():
         try:
@@ -127,12 +128,17 @@ def read(path: str | Path, map_location: str | torch.device = "cpu") -> SavedPar
             raise CheckpointError(f"{path / CONFIG}: damaged saved parser ({error})") from None
         encoder = path / ENCODER
         files = {p.name: p.read_bytes() for p in sorted(encoder.iterdir()) if p.is_file()} if encoder.is_dir() else None
-        return SavedParser(hparams, path / WEIGHTS, files)
-    with damaged_reported(path):
-        checkpoint = torch.load(path, map_location=map_location, weights_only=True)
-    if not isinstance(checkpoint, dict) or "state_dict" not in checkpoint or "hyper_parameters" not in checkpoint:
-        raise CheckpointError(f"{path}: a PyTorch file, but not a parser checkpoint (no state_dict and hyper_parameters)")
-    return SavedParser(dict(checkpoint["hyper_parameters"]), checkpoint["state_dict"], checkpoint.get(ENCODER_FILES))
+        saved = SavedParser(hparams, path / WEIGHTS, files)
+    else:
+        with damaged_reported(path):
+            checkpoint = torch.load(path, map_location=map_location, weights_only=True)
+        if not isinstance(checkpoint, dict) or "state_dict" not in checkpoint or "hyper_parameters" not in checkpoint:
+            raise CheckpointError(f"{path}: a PyTorch file, but not a parser checkpoint (no state_dict and hyper_parameters)")
+        saved = SavedParser(dict(checkpoint["hyper_parameters"]), checkpoint["state_dict"], checkpoint.get(ENCODER_FILES))
+    if "encoder_options" not in saved.hparams:
+        raise CheckpointError(f"{path} was written by an earlier treeexp (before the network had its own settings): "
+                              "parse with that version, or train again")
+    return saved
 
 
 def write_directory(directory: str | Path, hparams: dict, model: nn.Module, encoder: nn.Module) -> Path:

@@ -1,16 +1,20 @@
-"""Attachment scores over batches of predicted and gold trees (docs/architecture.md)."""
+"""Attachment scores over batches of predicted and gold trees (docs/architecture.md), and a
+parser's scores of a split: those and its tagger's UPOS accuracy."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 from torchmetrics import Metric
+from torchmetrics.classification import MulticlassAccuracy
 
 from objectives.conventions import IGNORE_INDEX, word_mask
 
+from parser.data.batch import Batch
 from parser.data.vocab import universal_deprel
+from parser.network import Network
 
 
 def universal_index(labels: Sequence[str]) -> list[int]:
@@ -90,3 +94,36 @@ class AttachmentScore(Metric):
         labeled_names = [name for name, s in zip(self.groups, labeled.tolist()) if s]
         scores.update({f"las/{name}": value for name, value in zip(labeled_names, las)})
         return scores
+
+
+class ParseScores(nn.Module):
+    """The scores of a ``network``'s parses of a split, in percent: UAS and LAS
+    (:class:`AttachmentScore`, labels compared by their universal part; per treebank too when
+    the split has several ``treebanks``) and, when it has a tagger, UPOS accuracy."""
+
+    def __init__(self, network: Network, treebanks: Sequence[str] = ()):
+        super().__init__()
+        self.attachment = AttachmentScore(universal_index(network.label_vocab.itos), treebanks if len(treebanks) > 1 else None)
+        self.upos = None if network.tagger is None else MulticlassAccuracy(len(network.upos_vocab), average="micro",
+                                                                           ignore_index=IGNORE_INDEX)
+
+    def update(self, batch: Batch, heads: Tensor, labels: Tensor, tags: Tensor | None, gold_tags: Tensor) -> None:
+        """Predicted ``heads`` and ``labels`` (B, N+1) against ``batch``'s trees; the tagger's UPOS
+        logits ``tags`` (B, N+1, T; None without one) against ``gold_tags`` (B, N+1; ``IGNORE_INDEX``
+        where unknown)."""
+        self.attachment.update(heads, labels, batch.heads, batch.labels, batch.lengths,
+                               self.attachment.group_of(batch.treebanks))
+        if self.upos is not None:
+            self.upos.update(tags.flatten(0, 1), gold_tags.flatten())
+
+    def compute(self) -> dict[str, Tensor]:
+        """``uas``, ``las`` (and ``uas/<treebank>`` ...) and, with a tagger, ``upos``."""
+        values = dict(self.attachment.compute())
+        if self.upos is not None:
+            values["upos"] = 100 * self.upos.compute()
+        return values
+
+    def reset(self) -> None:
+        self.attachment.reset()
+        if self.upos is not None:
+            self.upos.reset()

@@ -1,4 +1,5 @@
-"""AdamW with a linear warm-up then a linear decay to 0, stepped every optimiser step."""
+"""The optimiser: AdamW over the network's parameter groups with a linear warm-up then a
+linear decay to 0, stepped every optimiser step, and the clipping of its gradients."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ from functools import partial
 import torch
 
 from objectives.schedule import Schedule
+
+from parser.network import Network
 
 FUSED_DEVICES = ("cpu", "cuda")  # where torch has a fused AdamW kernel (benchmarks.optimizer: against foreach)
 
@@ -22,3 +25,25 @@ def adamw_linear(groups: list[dict], betas: tuple[float, float], weight_decay: f
     factor = Schedule(1.0, min(warmup_steps, total_steps // 2), "linear")
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, partial(factor, total_steps=total_steps))
     return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+
+
+def parameter_groups(network: Network, lr: float, encoder_lr: float) -> list[dict]:
+    """The trainable parameters of ``network`` as AdamW's groups: the pretrained transformer's
+    at ``encoder_lr``, those that start from scratch (scorer, tagger, layer mix, character
+    encoder, LSTM) at ``lr``."""
+    transformer = [p for p in network.encoder.model.parameters() if p.requires_grad]
+    rest = [p for n, p in network.named_parameters() if p.requires_grad and not n.startswith("encoder.model.")]
+    return [{"params": rest, "lr": lr}, {"params": transformer, "lr": encoder_lr}]
+
+
+def clip_gradients(optimizer: torch.optim.Optimizer, value: float | None, algorithm: str | None = None) -> None:
+    """Clip the gradients of ``optimizer``'s parameters as Lightning does without mixed
+    precision: their global 2-norm to ``value``, or each to ``[-value, value]`` (``algorithm``
+    ``"value"``); nothing when ``value`` is unset or 0."""
+    if not value:
+        return
+    parameters = [p for group in optimizer.param_groups for p in group["params"]]
+    if algorithm == "value":
+        torch.nn.utils.clip_grad_value_(parameters, value)
+    else:
+        torch.nn.utils.clip_grad_norm_(parameters, value)

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -14,7 +16,58 @@ from objectives.objective import Scores
 from parser.data.vocab import reindex_labels
 from parser.network import Network
 
+if TYPE_CHECKING:
+    from parser.model import Parser
+
 TREE_SETS = {True: "multi-root", False: "single-root"}
+
+
+@dataclasses.dataclass(frozen=True)
+class TeacherOptions:
+    """Which teacher the terms that need one learn from (``--model.teacher``).
+
+    Attributes:
+        checkpoints: a saved parser of this framework (``.ckpt`` or ``Parser.save`` directory)
+            or a list of them (an ensemble: the mean of their scores); frozen and not saved in
+            the student's checkpoints.
+        ema: instead, the moving average of the student's own weights with this decay
+            (self-distillation that needs no other parser).
+        cache_mib: keep a file teacher's scores of up to this many MiB of sentences in CPU
+            memory, so that a sentence seen again costs it no forward pass (:class:`Teacher`); 0: none.
+    """
+
+    checkpoints: str | list[str] | None = None
+    ema: float | None = None
+    cache_mib: float = 1024
+
+    def __post_init__(self) -> None:
+        if self.checkpoints and self.ema is not None:
+            raise ConfigurationError("give --model.teacher (a file) or --model.teacher.ema (a moving average), not both")
+
+    @classmethod
+    def of(cls, teacher: str | list[str] | dict | TeacherOptions | None, ema: float | None = None,
+           cache_mib: float | None = None) -> TeacherOptions:
+        """``--model.teacher``'s value (a checkpoint, a list of them, or the options, as an object
+        or a dict), with the settings that were its neighbours before it was one value
+        (``--model.teacher_ema``, ``--model.teacher_cache_mib``: old commands, old checkpoints'
+        hyperparameters) in their place when given."""
+        options = teacher if isinstance(teacher, cls) else cls(**teacher) if isinstance(teacher, dict) else cls(teacher)
+        given = {"ema": ema, "cache_mib": cache_mib}
+        return dataclasses.replace(options, **{name: value for name, value in given.items() if value is not None})
+
+    @property
+    def given(self) -> bool:
+        return bool(self.checkpoints) or self.ema is not None
+
+    def build(self, student: Network, multiroot: bool, load: Callable[[str], Parser]) -> Teacher:
+        """The teacher of ``student`` (a parser of ``multiroot`` trees); ``load`` reads a saved
+        parser (``Parser.load``)."""
+        if self.ema is not None:
+            return Teacher.moving_average(student, self.ema)
+        paths = [self.checkpoints] if isinstance(self.checkpoints, str) else self.checkpoints
+        loaded = [(path, load(path)) for path in paths]
+        return Teacher.frozen([(path, parser.network, parser.decoding.multiroot) for path, parser in loaded],
+                              multiroot, self.cache_mib)
 
 
 class Teacher:

@@ -76,7 +76,7 @@ class TermSet(nn.Module):
                     "(objectives.TagLikelihood) to tag them")
             if objective.needs_teacher and not teacher:
                 raise ConfigurationError(f"term {name}: {type(objective).__name__} needs a teacher: pass "
-                                         "--model.teacher PATH.ckpt or --model.teacher_ema 0.999")
+                                         "--model.teacher PATH.ckpt or --model.teacher.ema 0.999")
 
     def setup(self, context: ObjectiveContext) -> None:
         self.total_steps = context.total_steps

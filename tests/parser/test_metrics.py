@@ -1,7 +1,9 @@
+from types import SimpleNamespace
+
 import pytest
 import torch
 
-from parser.training.metrics import AttachmentScore, universal_index
+from parser.training.metrics import AttachmentScore, ParseScores, universal_index
 
 LABELS = ["nmod", "nmod:poss", "obj", "root", "acl:relcl"]
 
@@ -95,3 +97,26 @@ def test_groups_give_each_treebank_its_score_and_their_macro_average():
     assert result["las"].item() == pytest.approx((per_group[0][1] + per_group[1][1]) / 2)
     with pytest.raises(ValueError, match="group"):
         metric.update(*batches[0])
+
+
+def test_a_parsers_scores_of_a_split_add_its_taggers_accuracy_and_each_treebanks():
+    """ParseScores: UAS and LAS as AttachmentScore gives them (per treebank with several),
+    UPOS accuracy only for a network with a tagger; reset starts anew."""
+    pred_heads, pred_labels, gold_heads, gold_labels, lengths = random_batch(torch.Generator().manual_seed(2))
+    batch = SimpleNamespace(heads=gold_heads, labels=gold_labels, lengths=lengths, treebanks=["UD_A", "UD_B"] * 2)
+    gold_tags = torch.full(gold_heads.shape, -100)
+    gold_tags[:, 1:] = 3
+    tags = torch.nn.functional.one_hot(torch.full(gold_heads.shape, 3), 5).float()  # every word tagged 3: right
+    network = SimpleNamespace(label_vocab=SimpleNamespace(itos=LABELS), upos_vocab=range(5), tagger=None)
+    expected = AttachmentScore(universal_index(LABELS))
+    expected.update(pred_heads, pred_labels, gold_heads, gold_labels, lengths)
+    plain = ParseScores(network)
+    plain.update(batch, pred_heads, pred_labels, None, gold_tags)
+    assert plain.compute() == expected.compute()
+    tagged = ParseScores(SimpleNamespace(**{**vars(network), "tagger": object()}), ["UD_A", "UD_B"])
+    tagged.update(batch, pred_heads, pred_labels, tags, gold_tags)
+    result = tagged.compute()
+    assert {"uas/UD_A", "las/UD_B"} <= set(result) and result["upos"].item() == 100
+    tagged.reset()
+    tagged.update(batch, pred_heads, pred_labels, 1 - tags, gold_tags)
+    assert tagged.compute()["upos"].item() == 0

@@ -26,7 +26,7 @@ from parser.model import Parser
 from parser.network import EncoderOptions, Heads
 from parser.predict import ConlluWriter, predict
 from parser.data.sentences import read_conllu
-from parser.training.teacher import Teacher
+from parser.training.teacher import Teacher, TeacherOptions
 from parser.training.terms import Term
 
 EWT = "UD_English-EWT/en_ewt-ud-dev.conllu"
@@ -395,7 +395,7 @@ def test_ema_teacher_follows_the_student(tiny_bert_dir, small_treebank, tmp_path
     data = DependencyDataModule(treebank=None, train=str(small_treebank), dev=str(small_treebank), labeled_size=15,
                                 batch_tokens=300)
     data.setup("fit")
-    model = tiny_parser(tiny_bert_dir, Term(Distillation(), "unlabeled"), teacher_ema=0.5, warmup_steps=1, lr=1e-2,
+    model = tiny_parser(tiny_bert_dir, Term(Distillation(), "unlabeled"), teacher=TeacherOptions(ema=0.5), warmup_steps=1, lr=1e-2,
                         labels=data.label_vocab.itos)
     start = [p.detach().clone() for p in model.network.parameters()]
     trainer = _trainer(tmp_path, steps=1)
@@ -409,7 +409,7 @@ def test_ema_teacher_follows_the_student(tiny_bert_dir, small_treebank, tmp_path
     assert moved > 0
 
     with pytest.raises(ValueError, match="not both"):
-        tiny_parser(tiny_bert_dir, Term(Distillation(), "unlabeled"), teacher=str(tmp_path / "t.ckpt"), teacher_ema=0.9)
+        TeacherOptions(str(tmp_path / "t.ckpt"), ema=0.9)
 
 
 def test_self_training_on_sampled_trees_trains_from_a_teacher(tiny_bert_dir, small_treebank, tmp_path):
@@ -418,7 +418,7 @@ def test_self_training_on_sampled_trees_trains_from_a_teacher(tiny_bert_dir, sma
     data = DependencyDataModule(treebank=None, train=str(small_treebank), dev=str(small_treebank), labeled_size=15,
                                 batch_tokens=300)
     model = tiny_parser(tiny_bert_dir, Term(Likelihood()), Term(SampledSelfTraining(samples=2), "unlabeled"),
-                        teacher_ema=0.9, warmup_steps=1)
+                        teacher=TeacherOptions(ema=0.9), warmup_steps=1)
     trainer = _trainer(tmp_path, steps=2)
     trainer.fit(model, data)
     assert math.isfinite(float(trainer.callback_metrics["train/sampled_self_training"]))
@@ -434,7 +434,7 @@ def test_ge_with_teacher_targets_trains_on_plain_text(tiny_bert_dir, small_treeb
                                 batch_tokens=300)
     ge = GeneralizedExpectation("tag_pairs", targets_from="teacher")
     model = tiny_parser(tiny_bert_dir, Term(Likelihood()), Term(TagLikelihood()), Term(ge, "unlabeled"),
-                        teacher_ema=0.9, warmup_steps=1)
+                        teacher=TeacherOptions(ema=0.9), warmup_steps=1)
     trainer = _trainer(tmp_path, steps=2)
     trainer.fit(model, data)
     assert model._teacher is not None and math.isfinite(float(trainer.callback_metrics["train/generalized_expectation"]))

@@ -18,7 +18,7 @@ from objectives.kl import Distillation
 from objectives.likelihood import Likelihood
 from objectives.schedule import Schedule
 from parser.training.callbacks import ResumeRandomState
-from parser.training.teacher import Teacher
+from parser.training.teacher import Teacher, TeacherOptions
 from parser.data.datamodule import DependencyDataModule
 from parser.data.sentences import read_conllu
 from parser.model import Parser
@@ -62,15 +62,14 @@ def _fit(tiny_bert_dir, treebank, root: Path, objective: str, ckpt_path: Path | 
     steps, validating every EVERY; checkpoints every EVERY steps (before validation), at
     each validation's end and at each epoch's end, all kept. ``distill``: the teacher keeps
     its scores of each sentence (a resumed run's cache starts empty)."""
-    teacher = ({"teacher": _teacher(tiny_bert_dir, treebank, root), "teacher_cache_mib": teacher_cache_mib}
-               if objective == "distill" else {})
+    teacher = TeacherOptions(_teacher(tiny_bert_dir, treebank, root), cache_mib=teacher_cache_mib) if objective == "distill" else None
     seed_everything(0)
     labeled_only = objective == "likelihood"
     data = DependencyDataModule(treebank=None, train=str(treebank), dev=str(treebank), seed=3,
                                 batch_tokens=300 if labeled_only else 120, labeled_size=None if labeled_only else 20)
     unlabeled = _objective(objective)
     terms = [Term(Likelihood())] + ([Term(unlabeled, "unlabeled", Schedule(0.5, warmup=2, decay="linear"))] if unlabeled else [])
-    model = Parser(encoder=str(tiny_bert_dir), heads=Heads(32, 16), terms=terms, warmup_steps=2, **teacher)
+    model = Parser(encoder=str(tiny_bert_dir), heads=Heads(32, 16), terms=terms, teacher=teacher, warmup_steps=2)
     checkpoints = [
         ModelCheckpoint(dirpath=root, filename="{step}", every_n_train_steps=EVERY, save_top_k=-1),
         ModelCheckpoint(dirpath=root, filename="validated-{step}", monitor="val/las", mode="max", save_top_k=-1,
