@@ -116,7 +116,7 @@ def grouped_bars(names: list[str], series: list[tuple[str, str, list]], output: 
         offset, named = (i - (len(series) - 1) / 2) * width, False
         for x, value in enumerate(values):
             seeds = value if isinstance(value, list) else None
-            height = statistics.mean(seeds) if seeds else None if value == [] else value
+            height = value if seeds is None else statistics.mean(seeds) if seeds else None
             if height is None:
                 continue
             ax.bar(x + offset, height, width * 0.92, color=color, edgecolor="0.3", linewidth=0.5,
