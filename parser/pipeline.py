@@ -26,7 +26,8 @@ a stage's own treebanks (a multilingual base) instead of the target's; ``choose:
 trains nothing and stands for whichever of A and B has the higher mean dev LAS, with its reason
 printed (a rule chosen on dev only). A finished stage is reused, a stopped one resumes from its
 ``last.ckpt``; ``--given STAGE=CHECKPOINT`` takes a stage's parser from elsewhere (a
-multilingual base trained once for every language); ``--dry-run`` prints the commands.
+multilingual base trained once for every language); ``--seed S`` runs the recipe again with
+another seed beside the first (the ensemble's runs reused); ``--dry-run`` prints the commands.
 """
 
 from __future__ import annotations
@@ -78,10 +79,11 @@ class Pipeline:
     results: dict[str, list[Run]] = field(default_factory=dict)
 
 
-def read_pipeline(path: str | Path, until: str | None = None) -> Pipeline:
+def read_pipeline(path: str | Path, until: str | None = None, seed: int | None = None) -> Pipeline:
     """A pipeline file, checked: stage names once each, configs that exist, references to
     earlier stages only, known keys; ConfigurationError names what is wrong. ``until``: its
-    stages up to that one, which is then the final one."""
+    stages up to that one, which is then the final one. ``seed``: the seed of every stage that
+    trains one parser (a stage of several seeds, an ensemble, keeps them)."""
     try:
         spec = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
     except yaml.YAMLError as error:
@@ -99,6 +101,8 @@ def read_pipeline(path: str | Path, until: str | None = None) -> Pipeline:
         values = {k: tuple(str(a) for a in v) if k in ("args", "choose") or (k == "config" and isinstance(v, list))
                   else tuple(v) if k == "seeds" else v for k, v in entry.items()}
         stage = Stage(**values)
+        if seed is not None and len(stage.seeds) == 1:
+            stage = dataclasses.replace(stage, seeds=(seed,))
         if stage.name in {s.name for s in stages}:
             raise ConfigurationError(f"{where}: the name is taken by an earlier stage")
         if missing := [s for s in stage.earlier() if s not in {s.name for s in stages}]:
@@ -221,13 +225,16 @@ def main(argv: list[str] | None = None) -> None:
     cli.add_argument("--test", action="store_true", help="also parse the target's test file with every run and score it")
     cli.add_argument("--given", action="append", default=[], metavar="STAGE=CHECKPOINT",
                      help="a stage's parser trained elsewhere (not trained again), e.g. base=runs/base/parser")
+    cli.add_argument("--seed", type=int, default=None,
+                     help="the seed of every stage that trains one parser, for another run of the recipe in the same "
+                          "--output (an ensemble's seeds stay, and its finished runs are reused)")
     cli.add_argument("--until", default=None, metavar="STAGE", help="stop after this stage")
     cli.add_argument("--dry-run", action="store_true", help="print the train.py commands, train nothing")
     cli.add_argument("--debug", action="store_true", help="show the full traceback of an error")
     args = cli.parse_args(argv)
 
     def go() -> None:
-        pipeline = read_pipeline(args.pipeline, args.until)
+        pipeline = read_pipeline(args.pipeline, args.until, args.seed)
         if malformed := [g for g in args.given if "=" not in g]:
             raise ConfigurationError(f"--given takes STAGE=CHECKPOINT, not {malformed[0]}")
         data = DependencyDataModule(args.treebank, root=args.root)

@@ -88,6 +88,22 @@ stages:
     assert round2[round2.index("--model.teacher") + 1] == "out/student/seed1/distill/version_0/checkpoints/best.ckpt"  # the last's name
 
 
+def test_a_seed_given_replaces_each_single_seed_and_keeps_the_ensembles(ud_dir, tmp_path, capsys):
+    path = tmp_path / "p.yaml"
+    path.write_text("""
+stages:
+  - {name: teachers, config: configs/likelihood_low_resource.yaml, seeds: [1, 2]}
+  - {name: student, config: configs/distill.yaml, teachers: teachers}
+  - {name: round2, config: configs/distill.yaml, teacher: student}
+""")
+    pipeline.main([str(path), "--treebank", "UD_Wolof-WTB", "--root", str(ud_dir), "--output", "out", "--dry-run",
+                   "--seed", "3"])
+    lines = [shlex.split(line) for line in capsys.readouterr().out.splitlines()]
+    assert [line[line.index("--seed_everything") + 1] for line in lines] == ["1", "2", "3", "3"]
+    assert lines[2][lines[2].index("--model.teacher") + 1].count("out/teachers/seed") == 2  # the ensemble's runs
+    assert lines[3][lines[3].index("--model.teacher") + 1] == "out/student/seed3/distill/version_0/checkpoints/best.ckpt"
+
+
 @pytest.mark.parametrize("stages, message", [
     ("stages: [{name: a, config: configs/likelihood.yaml, teachers: b}, {name: b, config: configs/likelihood.yaml}]",
      "stage a: reads b, which is not an earlier stage"),
