@@ -1,5 +1,6 @@
 """A new language from the multilingual base: test scores of every run of a transfer
-pipeline's folder (``configs/pipelines/transfer.yaml``), recorded as rows, and their table.
+pipeline's folder (``configs/pipelines/transfer.yaml``; any pipeline's, with ``--results``:
+``new_language.yaml``'s in ``docs/results/new_language.jsonl``), recorded as rows, and their table.
 
     python -m benchmarks.transfer record --treebank UD_Wolof-WTB --output runs/transfer/UD_Wolof-WTB \
         [--zero-shot BASE.ckpt]
@@ -36,7 +37,8 @@ from parser.training.callbacks import MONITOR
 
 RESULTS = ROOT / "docs" / "results" / "transfer.jsonl"
 FIGURE = ROOT / "docs" / "figures" / "transfer.png"
-STAGES = ("zero-shot", "target_only", "finetuned", "start", "student", "student_ge", "full")  # the table's order
+STAGES = ("zero-shot", "target_only", "finetuned", "start", "student", "student_ge", "full",
+          "teachers", "round1", "round2")  # the table's order (the last three: new_language.yaml's)
 TARGETS = ("UD_Wolof-WTB", "UD_Vietnamese-VTB", "UD_Greek-GDT", "UD_Uyghur-UDT", "UD_Turkish-IMST", "UD_Welsh-CCG")
 
 
