@@ -743,6 +743,8 @@ def comparison(members: list[dict]) -> str:
 CELL_TREEBANKS = ("UD_Wolof-WTB", "UD_Vietnamese-VTB", "UD_Greek-GDT", "UD_Uyghur-UDT")
 LOW_RESOURCE = ROOT / "docs" / "results" / "low_resource.jsonl"
 SMALL_TREEBANKS = ROOT / "docs" / "results" / "small_treebanks.jsonl"
+TRANSFER = ROOT / "docs" / "results" / "transfer.jsonl"
+NEW_LANGUAGE = ROOT / "docs" / "results" / "new_language.jsonl"
 # configs/low_resource_multilingual.yaml as benchmarks.low_resource ran it (README, "Outside
 # English"): the supervised teachers of seeds 1-3, then two rounds of self-distillation.
 SUPERVISED_100 = ("'--model.terms+={\"objective\": \"objectives.TagLikelihood\"}' --model.encoder multilingual-e5-small "
@@ -821,6 +823,35 @@ def recorded_entries(low_resource: list[dict], small_treebanks: list[dict]) -> l
     return entries
 
 
+def pipeline_entries(transfer: list[dict], new_language: list[dict]) -> list[dict]:
+    """This project's one-command recipes at 100 trees, recorded by ``benchmarks.transfer``
+    with CPU minutes and peak RSS per stage. From ``transfer.jsonl``, the student of the
+    multilingual base (minutes: the seed's fine-tuned, target-only and student runs; the base,
+    trained once for every language, is not counted); from ``new_language.jsonl``, the second
+    round of ``configs/pipelines/new_language.yaml`` under bf16 autocast (minutes: the 3
+    teachers, the seed's round-1 and round-2 students). A seed counts where every stage it
+    needs is recorded; minutes are the mean over seeds, peak RSS the largest stage's."""
+    recipes = (("treeexp-transfer", "treeexp multilingual base, fine-tuned + self-distilled (recorded)", transfer,
+                "student", lambda runs, seed: [runs.get((stage, seed)) for stage in ("finetuned", "target_only")]),
+               ("treeexp-bf16", "treeexp self-distilled, 2 rounds, bf16 (recorded)", new_language, "round2",
+                lambda runs, seed: [runs.get(("round1", seed))] + [runs.get(("teachers", s)) for s in (1, 2, 3)]))
+    entries = []
+    for treebank in CELL_TREEBANKS:
+        for system, version, rows, final, earlier in recipes:
+            runs = {(row["stage"], row["seed"]): row for row in rows if row["treebank"] == treebank}
+            finals = sorted((row for (stage, _), row in runs.items() if stage == final), key=lambda row: row["seed"])
+            seeds = [(row, needed) for row in finals if all(needed := [row, *earlier(runs, row["seed"])])]
+            if seeds:
+                last = seeds[-1][0]
+                entries.append({"treebank": treebank, "training": "100", "system": system, "version": version,
+                                "las": [row["test_las"] for row, _ in seeds], "uas": [row["test_uas"] for row, _ in seeds],
+                                "recorded": True, "parse": None,
+                                "minutes": statistics.mean(sum(run["cpu_minutes"] for run in needed) for _, needed in seeds),
+                                "rss": max(run["peak_rss_mib"] for _, needed in seeds for run in needed),
+                                "commit": last["commit"], "command": last["command"]})
+    return entries
+
+
 def spread(values: list[float]) -> str:
     return f"{statistics.mean(values):.2f}" + (f" ± {statistics.stdev(values):.2f}" if len(values) > 1 else "")
 
@@ -881,7 +912,8 @@ def plot_cells(entries: list[dict], path: Path) -> None:
     figure = new_figure(6.4, 4.0, layout="constrained")
     axes = figure.add_subplot()
     colours = dict(zip(CELL_TREEBANKS, ("tab:blue", "tab:orange", "tab:green", "tab:red")))
-    markers = {"udpipe1": "s", "spacy": "^", "treeexp": "o", "treeexp-self": "*"}
+    markers = {"udpipe1": "s", "spacy": "^", "treeexp": "o", "treeexp-self": "*", "treeexp-bf16": "D",
+               "treeexp-transfer": "P"}
     for e in entries:
         if not e["minutes"]:
             continue
@@ -932,8 +964,9 @@ def benchmark(args: argparse.Namespace) -> None:
     global RUNS
     RUNS = Path(args.runs)
     if args.report and args.cells:
-        entries = peer_entries(read_rows(Path(args.results))) + recorded_entries(read_rows(LOW_RESOURCE),
-                                                                                  read_rows(SMALL_TREEBANKS))
+        entries = (peer_entries(read_rows(Path(args.results)))
+                   + recorded_entries(read_rows(LOW_RESOURCE), read_rows(SMALL_TREEBANKS))
+                   + pipeline_entries(read_rows(TRANSFER), read_rows(NEW_LANGUAGE)))
         print(cells_report(entries))
         if args.plot:
             plot_cells(entries, Path(args.plot))

@@ -305,6 +305,30 @@ def test_the_cells_report_gives_seeds_mean_and_sd_the_winner_its_margin_and_the_
     assert "**UD_Wolof-WTB, the whole training file**" in text and "No comparison yet: no peer row." in text
 
 
+def test_the_one_command_recipes_count_every_stage_a_seed_needs_and_only_complete_seeds():
+    def stage(name, seed, las, minutes, rss=1000, treebank="UD_Wolof-WTB"):
+        return {"treebank": treebank, "stage": name, "seed": seed, "test_las": las, "test_uas": las + 10,
+                "cpu_minutes": minutes, "peak_rss_mib": rss, "commit": f"c{seed}", "command": f"t{seed}"}
+
+    transfer = [{"treebank": "UD_Wolof-WTB", "stage": "zero-shot", "seed": None, "test_las": 20.0, "test_uas": 30.0},
+                stage("student", 2, 54.0, 24.0), stage("finetuned", 2, 49.0, 10.0), stage("target_only", 2, 41.0, 11.0),
+                stage("student", 1, 53.0, 25.0, rss=6000), stage("finetuned", 1, 49.0, 9.0),
+                stage("target_only", 1, 42.0, 10.0),
+                stage("student", 3, 60.0, 20.0), stage("finetuned", 3, 49.0, 9.0),  # no target_only: left out
+                stage("student", 1, 70.0, 20.0, treebank="UD_Turkish-IMST")]  # not a cell
+    new_language = [stage("teachers", seed, 43.0, 8.0 + seed) for seed in (1, 2, 3)]
+    new_language += [stage("round1", 1, 48.0, 20.0), stage("round2", 1, 50.0, 19.0),
+                     stage("round2", 2, 51.0, 19.0)]  # seed 2 has no round 1
+    entries = peers.pipeline_entries(transfer, new_language)
+    by = {e["system"]: e for e in entries}
+    assert sorted(by) == ["treeexp-bf16", "treeexp-transfer"] and all(e["training"] == "100" for e in entries)
+    assert by["treeexp-transfer"]["las"] == [53.0, 54.0] and by["treeexp-transfer"]["uas"] == [63.0, 64.0]
+    assert by["treeexp-transfer"]["minutes"] == 44.5 and by["treeexp-transfer"]["rss"] == 6000  # (44 + 45) / 2
+    assert by["treeexp-transfer"]["commit"] == "c2" and by["treeexp-transfer"]["recorded"]
+    assert by["treeexp-bf16"]["las"] == [50.0] and by["treeexp-bf16"]["minutes"] == 9 + 10 + 11 + 20 + 19
+    assert peers.pipeline_entries(transfer, new_language[:2] + new_language[3:]) == entries[:1]  # 2 teachers: none
+
+
 def test_the_figure_is_a_small_png(tmp_path):
     pytest.importorskip("matplotlib")
     entries = peers.peer_entries([cell_row("udpipe1", None, 40.0), cell_row("spacy", 1, 30.0, training="all")])
