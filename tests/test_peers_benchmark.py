@@ -236,6 +236,9 @@ def test_spacy_converts_inits_its_default_cnn_config_and_trains_with_the_seed(tm
                         "--optimize", "efficiency", "--force"]
     assert train[3:5] == ["train", str(tmp_path / "out" / "config.cfg")] and train[train.index("--training.seed") + 1] == "3"
     assert train[train.index("--paths.train") + 1] == str(corpus / "train") and train[0] == str(peers.venv("spacy") / "bin" / "python")
+    settings = dict(zip(train[5::2], train[6::2]))  # --option value pairs after the config path
+    assert settings["--corpora.train.gold_preproc"] == settings["--corpora.dev.gold_preproc"] == "true"
+    assert settings["--components.tagger.neg_prefix"] == '""'  # a tag "!" stays a tag
     assert system.model(tmp_path / "out") == tmp_path / "out" / "trained" / "model-best"
     assert system.parse_command(tmp_path / "m", tmp_path / "in", tmp_path / "o")[3:] == ["spacy-parse", str(tmp_path / "m"),
                                                                                        str(tmp_path / "in"), str(tmp_path / "o")]
