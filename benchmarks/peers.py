@@ -58,6 +58,7 @@ from parser.runs import Run, finished, fit_command, stopped
 RUNS = Path(os.environ.get("PEERS_RUNS", ROOT / "runs" / "peers"))  # where --runs names no other
 RESULTS = ROOT / "docs" / "results" / "peers.jsonl"
 TREEBANK = "UD_English-EWT"
+PARSE_ONLY = "treeexp-parse"  # a row of --parse: this project's parser, parsing only
 THREAD_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false",
               "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 
@@ -624,6 +625,13 @@ def run(args: argparse.Namespace) -> list[dict]:
               "batch_tokens": args.batch_tokens, "threads": 1, "machine": machine(),
               **provenance(["-m", "benchmarks.peers", *args.argv])}
     Path(args.results).parent.mkdir(parents=True, exist_ok=True)
+    if args.parse:  # a parser of this project trained elsewhere: parsing only
+        system = chosen_systems(args)["treeexp"]
+        row = {"system": PARSE_ONLY, "version": f"treeexp {args.parse}",
+               **parse_and_score(system, Path(args.parse), test, RUNS / "out" / run_id / PARSE_ONLY, args.repeats),
+               **shared}
+        append_row(row, Path(args.results))
+        return [row]
     systems = chosen_systems(args)
     versions = {name: system.version() for name, system in systems.items()}  # as the run starts, as its commit
     rows = []
@@ -637,17 +645,19 @@ def run(args: argparse.Namespace) -> list[dict]:
             seeded = {"seed": seed} if getattr(system, "seeded", True) else {}
             row = {"system": name, "version": versions[name], **seeded,
                    **measure(system, setting, test, out, args.repeats), **shared}
-            with open(args.results, "a", encoding="utf-8") as sink:
-                sink.write(json.dumps(row) + "\n")
+            append_row(row, Path(args.results))
             rows.append(row)
     return rows
+
+
+def append_row(row: dict, results: Path) -> None:
+    with open(results, "a", encoding="utf-8") as sink:
+        sink.write(json.dumps(row) + "\n")
 
 
 def measure(system, setting: Setting, test: Path, out: Path, repeats: int) -> dict:
     """Train ``system`` into ``out``, parse ``test`` ``repeats`` times, score the parse:
     the measured fields of its row (``error`` says what failed)."""
-    from parser.evaluate import evaluate
-
     out.mkdir(parents=True, exist_ok=True)
     command = system.train_command(setting, out)
     print(f"training {system.name}: {shlex.join(command)}", flush=True)
@@ -657,15 +667,25 @@ def measure(system, setting: Setting, test: Path, out: Path, repeats: int) -> di
         print(f"  training failed: {last_error(out / 'train.log')}", flush=True)
         return {**row, "error": f"training exited with {child.status}: {last_error(out / 'train.log')}"}
     log = (out / "train.log").read_text(encoding="utf-8", errors="replace")
-    model, predicted, one = system.model(out), out / "test.pred.conllu", out / "test-1.conllu"
+    model = system.model(out)
     epochs = system.epochs(setting, out, log)
     row.update(steps=system.steps(setting, out, log), epochs_run=epochs, train_seconds=round(child.seconds, 1),
                train_cpu_seconds=round(child.cpu_seconds, 1),
                train_sentences_per_s=round(setting.sentences * epochs / child.seconds, 2),
-               train_peak_rss_mib=mib(child.peak_rss), saved_mib=mib(size(model)),
-               parse_command=shlex.join(system.parse_command(model, test, predicted)))
+               train_peak_rss_mib=mib(child.peak_rss), saved_mib=mib(size(model)))
     print(f"  {row['steps']} steps, {child.seconds:.0f} s ({child.cpu_seconds:.0f} s CPU)", flush=True)
+    return {**row, **parse_and_score(system, model, test, out, repeats)}
+
+
+def parse_and_score(system, model: Path, test: Path, out: Path, repeats: int) -> dict:
+    """Parse ``test`` with ``system``'s ``model`` ``repeats`` times, less a one-sentence run
+    each time (loading left out), and score the last parse: the parsing fields of a row."""
+    from parser.evaluate import evaluate
+
+    predicted, one = out / "test.pred.conllu", out / "test-1.conllu"
+    out.mkdir(parents=True, exist_ok=True)
     write_first(test, 1, one)
+    row: dict = {"parse_command": shlex.join(system.parse_command(model, test, predicted))}
     seconds, cpu, peak = [], [], 0
     for _ in range(repeats):
         full = run_child(system.parse_command(model, test, predicted), system.env, out / "parse.log")
@@ -775,7 +795,8 @@ def peer_entries(rows: list[dict]) -> list[dict]:
     seeds; peak RSS of training or parsing, the larger."""
     latest: dict[tuple, dict] = {}
     for row in rows:
-        if row.get("treebank") in CELL_TREEBANKS and "training" in row and "las" in row:
+        if (row.get("treebank") in CELL_TREEBANKS and "training" in row and "las" in row
+                and not row["system"].startswith("treeexp")):
             latest[row["treebank"], row["training"], row["system"], row.get("seed")] = row
     groups: dict[tuple, list[dict]] = {}
     for (treebank, training, system, _), row in latest.items():
@@ -829,32 +850,39 @@ def recorded_entries(low_resource: list[dict], small_treebanks: list[dict]) -> l
     return entries
 
 
-def pipeline_entries(transfer: list[dict], new_language: list[dict]) -> list[dict]:
-    """This project's one-command recipes at 100 trees, recorded by ``benchmarks.transfer``
-    with CPU minutes and peak RSS per stage. From ``transfer.jsonl``, the student of the
-    multilingual base (minutes: the seed's fine-tuned, target-only and student runs; the base,
-    trained once for every language, is not counted); from ``new_language.jsonl``, the second
-    round of ``configs/pipelines/new_language.yaml`` under bf16 autocast (minutes: the 3
-    teachers, the seed's round-1 and round-2 students). A seed counts where every stage it
-    needs is recorded; minutes are the mean over seeds, peak RSS the largest stage's."""
-    recipes = (("treeexp-transfer", "treeexp multilingual base, fine-tuned + self-distilled (recorded)", transfer,
-                "student", lambda runs, seed: [runs.get((stage, seed)) for stage in ("finetuned", "target_only")]),
-               ("treeexp-bf16", "treeexp self-distilled, 2 rounds, bf16 (recorded)", new_language, "round2",
+def pipeline_entries(transfer: list[dict], new_language: list[dict], parsed: list[dict] = ()) -> list[dict]:
+    """This project's one-command recipes, recorded by ``benchmarks.transfer`` with CPU
+    minutes and peak RSS per stage. From ``transfer.jsonl``: at 100 trees the student of the
+    multilingual base (minutes: the seed's fine-tuned, target-only and student runs), with the
+    whole file the base fine-tuned on it (``full``); the base, trained once for every
+    language, is not counted. From ``new_language.jsonl``: the second round of
+    ``configs/pipelines/new_language.yaml`` under bf16 autocast (minutes: the 3 teachers, the
+    seed's round-1 and round-2 students). A seed counts where every stage it needs is
+    recorded; minutes are the mean over seeds, peak RSS the largest stage's. ``parsed``: rows
+    of ``--parse`` (the last of a cell counts), the transfer recipes' parsing speed and memory."""
+    recipes = (("treeexp-transfer", "treeexp multilingual base, fine-tuned + self-distilled (recorded)", "100",
+                transfer, "student", lambda runs, seed: [runs.get((stage, seed)) for stage in ("finetuned", "target_only")]),
+               ("treeexp-transfer", "treeexp multilingual base, fine-tuned on the file (recorded)", "all", transfer, "full",
+                lambda runs, seed: []),
+               ("treeexp-bf16", "treeexp self-distilled, 2 rounds, bf16 (recorded)", "100", new_language, "round2",
                 lambda runs, seed: [runs.get(("round1", seed))] + [runs.get(("teachers", s)) for s in (1, 2, 3)]))
+    parsing = {(row["treebank"], row["training"]): row for row in parsed if "parse_sentences_per_cpu_s" in row}
     entries = []
     for treebank in CELL_TREEBANKS:
-        for system, version, rows, final, earlier in recipes:
+        for system, version, training, rows, final, earlier in recipes:
             runs = {(row["stage"], row["seed"]): row for row in rows if row["treebank"] == treebank}
             finals = sorted((row for (stage, _), row in runs.items() if stage == final), key=lambda row: row["seed"])
             seeds = [(row, needed) for row in finals if all(needed := [row, *earlier(runs, row["seed"])])]
-            if seeds:
-                last = seeds[-1][0]
-                entries.append({"treebank": treebank, "training": "100", "system": system, "version": version,
-                                "las": [row["test_las"] for row, _ in seeds], "uas": [row["test_uas"] for row, _ in seeds],
-                                "recorded": True, "parse": None,
-                                "minutes": statistics.mean(sum(run["cpu_minutes"] for run in needed) for _, needed in seeds),
-                                "rss": max(run["peak_rss_mib"] for _, needed in seeds for run in needed),
-                                "commit": last["commit"], "command": last["command"]})
+            if not seeds:
+                continue
+            speed = parsing.get((treebank, training)) if system == "treeexp-transfer" else None
+            rss = max(run["peak_rss_mib"] for _, needed in seeds for run in needed)
+            entries.append({"treebank": treebank, "training": training, "system": system, "version": version,
+                            "las": [row["test_las"] for row, _ in seeds], "uas": [row["test_uas"] for row, _ in seeds],
+                            "recorded": True, "parse": speed and speed["parse_sentences_per_cpu_s"],
+                            "minutes": statistics.mean(sum(run["cpu_minutes"] for run in needed) for _, needed in seeds),
+                            "rss": max(rss, speed["parse_peak_rss_mib"]) if speed else rss,
+                            "commit": seeds[-1][0]["commit"], "command": seeds[-1][0]["command"]})
     return entries
 
 
@@ -958,6 +986,9 @@ def main(argv: list[str] | None = None) -> None:
     cli.add_argument("--seed", type=int, nargs="+", default=[1], help="one run per seed (a system without one: once)")
     cli.add_argument("--treeexp-config", default=TreeExp.config, help="this project's recipe (a train.py config)")
     cli.add_argument("--treeexp-args", default="", help="train.py overrides on top of it, e.g. '--model.lr 1e-3'")
+    cli.add_argument("--parse", default=None, metavar="PARSER",
+                     help="only parse --treebank's test file with this project's parser trained elsewhere (a checkpoint "
+                          "or exported folder): the parsing speed and memory of its recipes in the cell --sentences names")
     cli.add_argument("--results", default=str(RESULTS))
     cli.add_argument("--runs", default=str(RUNS), help="the peers' environments, data and run folders")
     cli.add_argument("--debug", action="store_true", help="show the full traceback of an error")
@@ -970,9 +1001,10 @@ def benchmark(args: argparse.Namespace) -> None:
     global RUNS
     RUNS = Path(args.runs)
     if args.report and args.cells:
-        entries = (peer_entries(read_rows(Path(args.results)))
-                   + recorded_entries(read_rows(LOW_RESOURCE), read_rows(SMALL_TREEBANKS))
-                   + pipeline_entries(read_rows(TRANSFER), read_rows(NEW_LANGUAGE)))
+        rows = read_rows(Path(args.results))
+        entries = (peer_entries(rows) + recorded_entries(read_rows(LOW_RESOURCE), read_rows(SMALL_TREEBANKS))
+                   + pipeline_entries(read_rows(TRANSFER), read_rows(NEW_LANGUAGE),
+                                      [row for row in rows if row["system"] == PARSE_ONLY]))
         print(cells_report(entries))
         if args.plot:
             plot_cells(entries, Path(args.plot))
@@ -982,6 +1014,12 @@ def benchmark(args: argparse.Namespace) -> None:
         return
     if args.setup:
         setup([name for name in args.systems if name in PEERS])
+        return
+    if args.parse:
+        (row,) = run(args)
+        print(f"{args.parse} on {args.treebank} test: " + (row["error"] if "error" in row else
+              f"LAS {row['las']}, {row['parse_sentences_per_cpu_s']} sentences per CPU second, "
+              f"peak RSS {row['parse_peak_rss_mib']} MiB"))
         return
     setup([name for name in args.systems if name in PEERS])
     rows = run(args)

@@ -322,14 +322,41 @@ def test_the_one_command_recipes_count_every_stage_a_seed_needs_and_only_complet
     new_language = [stage("teachers", seed, 43.0, 8.0 + seed) for seed in (1, 2, 3)]
     new_language += [stage("round1", 1, 48.0, 20.0), stage("round2", 1, 50.0, 19.0),
                      stage("round2", 2, 51.0, 19.0)]  # seed 2 has no round 1
-    entries = peers.pipeline_entries(transfer, new_language)
+    transfer.append(stage("full", 1, 75.0, 18.0, rss=4000))
+    parsed = [{"treebank": "UD_Wolof-WTB", "training": "100", "parse_sentences_per_cpu_s": 9.0, "parse_peak_rss_mib": 7000},
+              {"treebank": "UD_Wolof-WTB", "training": "100", "parse_sentences_per_cpu_s": 30.0, "parse_peak_rss_mib": 2000},
+              {"treebank": "UD_Wolof-WTB", "training": "all", "error": "parsing exited with 1"}]  # the last that parsed counts
+    entries = peers.pipeline_entries(transfer, new_language, parsed)
+    full = entries.pop(1)
+    assert (full["training"], full["las"], full["minutes"], full["rss"], full["parse"]) == ("all", [75.0], 18.0, 4000, None)
     by = {e["system"]: e for e in entries}
     assert sorted(by) == ["treeexp-bf16", "treeexp-transfer"] and all(e["training"] == "100" for e in entries)
+    assert by["treeexp-transfer"]["parse"] == 30.0 and by["treeexp-bf16"]["parse"] is None  # the parser measured
     assert by["treeexp-transfer"]["las"] == [53.0, 54.0] and by["treeexp-transfer"]["uas"] == [63.0, 64.0]
     assert by["treeexp-transfer"]["minutes"] == 44.5 and by["treeexp-transfer"]["rss"] == 6000  # (44 + 45) / 2
     assert by["treeexp-transfer"]["commit"] == "c2" and by["treeexp-transfer"]["recorded"]
     assert by["treeexp-bf16"]["las"] == [50.0] and by["treeexp-bf16"]["minutes"] == 9 + 10 + 11 + 20 + 19
-    assert peers.pipeline_entries(transfer, new_language[:2] + new_language[3:]) == entries[:1]  # 2 teachers: none
+    assert peers.pipeline_entries(transfer, new_language[:2] + new_language[3:], parsed) == [entries[0], full]  # 2 teachers
+
+
+def test_parse_only_parses_the_test_file_with_the_given_parser_and_records_its_cell(tmp_path, monkeypatch, capsys):
+    calls = []
+
+    def parse_and_score(system, model, test, out, repeats):
+        calls.append((system.name, model, test.name, repeats))
+        return {"las": 50.0, "uas": 60.0, "parse_sentences_per_cpu_s": 20.0, "parse_peak_rss_mib": 900.0}
+
+    monkeypatch.setattr(peers, "parse_and_score", parse_and_score)
+    monkeypatch.setattr(peers, "setup", lambda names: pytest.fail("parsing only builds no environment"))
+    monkeypatch.setattr(peers, "RUNS", peers.RUNS)  # main sets it from --runs: restored after the test
+    results = tmp_path / "rows.jsonl"
+    peers.main(["--parse", "runs/x/parser", "--treebank", "UD_Wolof-WTB", "--sentences", "100", "--results", str(results),
+                "--runs", str(tmp_path)])
+    (row,) = peers.read_rows(results)
+    assert calls == [("treeexp", Path("runs/x/parser"), "wo_wtb-ud-test.conllu", 1)]
+    assert (row["system"], row["treebank"], row["training"], row["las"]) == (peers.PARSE_ONLY, "UD_Wolof-WTB", "100", 50.0)
+    assert "LAS 50.0, 20.0 sentences per CPU second" in capsys.readouterr().out
+    assert peers.peer_entries([row]) == []  # not a peer
 
 
 def test_the_figure_is_a_small_png(tmp_path):
