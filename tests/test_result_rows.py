@@ -2,11 +2,15 @@
 each with the commit and the exact command that produced it."""
 
 import json
+import re
 from pathlib import Path
 
 import pytest
 
 RESULTS = sorted((Path(__file__).parent.parent / "docs" / "results").glob("*.jsonl"))
+# a machine's own path: a home, a scratch root or an interpreter's prefix (rows name paths relative to the
+# repository, $UD_DIR or $SITE_PACKAGES, so that a reader can run the command on another machine)
+MACHINE_PATH = re.compile(r"(?<![\w.$])/(?:root|home|work|tmp|Users)/")
 
 
 @pytest.mark.parametrize("path", RESULTS, ids=lambda path: path.name)
@@ -17,6 +21,7 @@ def test_every_result_row_is_recorded_once_with_its_provenance(path):
     for number, line in enumerate(lines, 1):
         row = json.loads(line)
         assert row.get("commit") and row.get("command"), f"{path.name}:{number}"
+        assert not MACHINE_PATH.search(line), f"{path.name}:{number} names a machine's own path"
 
 
 def test_the_result_files_are_found():
