@@ -15,8 +15,10 @@ import os
 import platform
 import shlex
 import statistics
+import sys
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import torch
 
@@ -32,6 +34,27 @@ def provenance(arguments: Sequence[str]) -> dict:
     shell line, and the date (which tells the machine whose minutes the row reports)."""
     return {"commit": commit(), "command": shell_line(["python", *arguments]),
             "date": datetime.date.today().isoformat()}
+
+
+def portable(value, places: dict[str, str] | None = None):
+    """``value`` (a row, a list or a string) with every absolute path of ``places`` (``{"/x/runs":
+    "runs/peers"}``), this repository's, ``$UD_DIR``'s and this interpreter's written as its name
+    there (``""`` for the repository, ``$UD_DIR``, ``python``), the longest first: a row's commands
+    then name no machine's own path and run as they are on another."""
+    names = {**(places or {}), sys.executable: "python", f"{ROOT}/": ""}
+    if os.environ.get("UD_DIR"):
+        names[str(Path(os.environ["UD_DIR"]).resolve())] = "$UD_DIR"
+
+    def rewrite(item):
+        if isinstance(item, dict):
+            return {key: rewrite(inner) for key, inner in item.items()}
+        if isinstance(item, list):
+            return [rewrite(inner) for inner in item]
+        if isinstance(item, str):
+            for path in sorted(names, key=len, reverse=True):
+                item = item.replace(path, names[path])
+        return item
+    return rewrite(value)
 
 
 def folder_name(overrides: Sequence[str]) -> str:

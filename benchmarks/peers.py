@@ -51,7 +51,7 @@ from pathlib import Path
 
 import yaml
 
-from benchmarks.common import ROOT, commit
+from benchmarks.common import ROOT, commit, portable
 from parser.cli import run_reporting_errors
 from parser.runs import Run, finished, fit_command, stopped
 
@@ -651,8 +651,10 @@ def run(args: argparse.Namespace) -> list[dict]:
 
 
 def append_row(row: dict, results: Path) -> None:
+    """Append ``row`` to ``results`` with its paths written as on any machine (:func:`portable`,
+    the peers' folder as ``runs/peers``, where it is by default)."""
     with open(results, "a", encoding="utf-8") as sink:
-        sink.write(json.dumps(row) + "\n")
+        sink.write(json.dumps(portable(row, {str(RUNS.resolve()): "runs/peers"})) + "\n")
 
 
 def measure(system, setting: Setting, test: Path, out: Path, repeats: int) -> dict:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shlex
+import sys
 from pathlib import Path
 
 import pytest
@@ -357,6 +358,21 @@ def test_parse_only_parses_the_test_file_with_the_given_parser_and_records_its_c
     assert (row["system"], row["treebank"], row["training"], row["las"]) == (peers.PARSE_ONLY, "UD_Wolof-WTB", "100", 50.0)
     assert "LAS 50.0, 20.0 sentences per CPU second" in capsys.readouterr().out
     assert peers.peer_entries([row]) == []  # not a peer
+
+
+def test_a_row_names_no_machines_own_path(tmp_path, monkeypatch):
+    """The interpreter, the peers' folder, the repository and $UD_DIR become names a reader's
+    machine has; the rest of the row is as it was."""
+    data = tmp_path / "ud"
+    monkeypatch.setenv("UD_DIR", str(data))
+    monkeypatch.setattr(peers, "RUNS", tmp_path / "peers")
+    row = {"parse_command": f"{sys.executable} -m parser.predict {tmp_path}/peers/out/1/parser {data}/UD_X/x-test.conllu",
+           "train_command": f"{peers.ROOT}/train.py fit --seed 1", "steps": 3, "sizes": [f"{data}/a", 1]}
+    results = tmp_path / "rows.jsonl"
+    peers.append_row(row, results)
+    (written,) = peers.read_rows(results)
+    assert written == {"parse_command": "python -m parser.predict runs/peers/out/1/parser $UD_DIR/UD_X/x-test.conllu",
+                       "train_command": "train.py fit --seed 1", "steps": 3, "sizes": ["$UD_DIR/a", 1]}
 
 
 def test_the_figure_is_a_small_png(tmp_path):
