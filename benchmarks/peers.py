@@ -619,7 +619,7 @@ def run(args: argparse.Namespace) -> list[dict]:
     if args.test_sentences is not None:  # a quick check of the pipeline, not a result to report
         test = data / f"test-{args.test_sentences}.conllu"
         write_first(treebank_file("test", treebank), args.test_sentences, test)
-    run_id = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
+    run_id = new_run_folder(RUNS / "out")
     shared = {"run": run_id, "treebank": treebank, "training": size_name(args.sentences), "sentences": len(sentences),
               "words": word_count(sentences), "dev_sentences": size_name(args.dev_sentences), "epochs": args.epochs,
               "batch_tokens": args.batch_tokens, "threads": 1, "machine": machine(),
@@ -648,6 +648,20 @@ def run(args: argparse.Namespace) -> list[dict]:
             append_row(row, Path(args.results))
             rows.append(row)
     return rows
+
+
+def new_run_folder(root: Path) -> str:
+    """Make a new folder under ``root`` for one run and return its name: the UTC time to the
+    second, with ``-2``, ``-3``, ... where another run (a second lane) took that name first."""
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
+    root.mkdir(parents=True, exist_ok=True)
+    for name in [stamp, *(f"{stamp}-{n}" for n in range(2, 1000))]:
+        try:
+            (root / name).mkdir()
+            return name
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free run folder under {root} for {stamp}")
 
 
 def append_row(row: dict, results: Path) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shlex
 import sys
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -358,6 +359,18 @@ def test_parse_only_parses_the_test_file_with_the_given_parser_and_records_its_c
     assert (row["system"], row["treebank"], row["training"], row["las"]) == (peers.PARSE_ONLY, "UD_Wolof-WTB", "100", 50.0)
     assert "LAS 50.0, 20.0 sentences per CPU second" in capsys.readouterr().out
     assert peers.peer_entries([row]) == []  # not a peer
+
+
+def test_two_runs_started_in_the_same_second_get_their_own_folders(tmp_path, monkeypatch):
+    class Frozen:
+        @staticmethod
+        def now(zone):
+            return datetime(2026, 11, 28, 2, 54, 48, tzinfo=zone)
+
+    monkeypatch.setattr(peers, "datetime", Frozen)
+    names = [peers.new_run_folder(tmp_path / "out") for _ in range(3)]
+    assert names == ["20261128T025448", "20261128T025448-2", "20261128T025448-3"]
+    assert all((tmp_path / "out" / name).is_dir() for name in names)
 
 
 def test_a_row_names_no_machines_own_path(tmp_path, monkeypatch):
