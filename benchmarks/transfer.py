@@ -12,8 +12,8 @@ pipeline's folder (``configs/pipelines/transfer.yaml``; any pipeline's, with ``-
 (stage, seed, dev and test LAS/UAS, CPU minutes and peak RSS of its train.py, its command,
 the commit); a run already recorded for the treebank is skipped. ``report`` prints a table
 per treebank: mean and spread over seeds of each stage; ``summary`` one line per target beside
-what the target's own trees give (the low-resource grid's rows), the whole training file and
-UDPipe 2:
+what the target's own trees give (the low-resource grid's rows, else ``new_language.yaml``'s), the
+whole training file and UDPipe 2:
 
     python -m benchmarks.transfer summary
 """
@@ -36,6 +36,7 @@ from parser.runs import FINISHED, finished
 from parser.training.callbacks import MONITOR
 
 RESULTS = ROOT / "docs" / "results" / "transfer.jsonl"
+NEW_LANGUAGE = ROOT / "docs" / "results" / "new_language.jsonl"  # configs/pipelines/new_language.yaml's rows
 FIGURE = ROOT / "docs" / "figures" / "transfer.png"
 STAGES = ("zero-shot", "target_only", "finetuned", "start", "student", "student_ge", "full",
           "teachers", "round1", "round2")  # the table's order (the last three: new_language.yaml's)
@@ -131,11 +132,15 @@ class Target:
         return self.treebank.removeprefix("UD_")
 
 
-def targets(results: Path = RESULTS, low_resource: Path = LOW_RESOURCE) -> list[Target]:
-    """Every target of ``TARGETS`` with rows in ``results``; where the grid (``low_resource``)
-    has no rows of the target, the pipeline's ``target_only`` run stands for its supervised parser."""
+def targets(results: Path = RESULTS, low_resource: Path = LOW_RESOURCE,
+            new_language: Path = NEW_LANGUAGE) -> list[Target]:
+    """Every target of ``TARGETS`` with rows in ``results``. Its own 100 trees: the grid's rows
+    (``low_resource``); where the grid has none, ``new_language.yaml``'s (``new_language``: its
+    teachers the supervised parser, its second round the best recipe); where neither has, the
+    transfer pipeline's ``target_only`` run stands for the supervised parser."""
     rows = read_rows(results)
     grid = {language.treebank: language for language in languages(low_resource)}
+    alone = read_rows(new_language)
     found = []
     for treebank in TARGETS:
         stages = {stage: [r["test_las"] for r in rows if r["treebank"] == treebank and r["stage"] == stage]
@@ -143,8 +148,11 @@ def targets(results: Path = RESULTS, low_resource: Path = LOW_RESOURCE) -> list[
         if not any(stages.values()):
             continue
         own = grid.get(treebank)
-        found.append(Target(treebank, stages, own.supervised if own else stages["target_only"],
-                            own.recipe if own else [], [own.full] if own and own.full is not None else [],
+        teachers, recipe = ([r["test_las"] for r in alone if r["treebank"] == treebank and r["stage"] == stage]
+                            for stage in ("teachers", "round2"))
+        supervised = own.supervised if own else teachers or stages["target_only"]
+        found.append(Target(treebank, stages, supervised, own.recipe if own else recipe,
+                            [own.full] if own and own.full is not None else [],
                             [UDPIPE2[treebank][1]] if treebank in UDPIPE2 else []))
     return found
 

@@ -41,7 +41,7 @@ def test_summary_sets_each_target_beside_its_own_trees_and_the_whole_file(tmp_pa
     results = tmp_path / "rows.jsonl"
     results.write_text("".join(json.dumps({"treebank": t, "stage": s, "test_las": las}) + "\n" for t, s, las in rows))
     wolof = next(language for language in transfer.languages() if language.treebank == "UD_Wolof-WTB")
-    found = transfer.targets(results)
+    found = transfer.targets(results, new_language=tmp_path / "none.jsonl")
     lines = transfer.summary(found).splitlines()
     assert len(lines) == 4  # header, rule, Wolof, Turkish: only the six targets, in their order
     cells = [cell.strip() for cell in lines[2].split("|")[1:-1]]
@@ -52,3 +52,17 @@ def test_summary_sets_each_target_beside_its_own_trees_and_the_whole_file(tmp_pa
     turkish = [cell.strip() for cell in lines[3].split("|")[1:-1]]
     assert turkish[2] == "40.0" and turkish[3] == "-" and turkish[7] == "+5.5" and turkish[10] == "-"
     assert transfer.figure(found, tmp_path / "transfer.png").stat().st_size > 10_000
+
+
+def test_a_target_outside_the_grid_takes_its_own_trees_from_the_language_alone_pipeline(tmp_path):
+    results, alone = tmp_path / "rows.jsonl", tmp_path / "new_language.jsonl"
+    results.write_text("".join(json.dumps({"treebank": "UD_Welsh-CCG", "stage": s, "test_las": las}) + "\n"
+                               for s, las in [("target_only", 40.0), ("student", 60.0)]))
+    lines = transfer.summary(transfer.targets(results, new_language=alone)).splitlines()
+    assert [c.strip() for c in lines[2].split("|")[1:-1]][2:4] == ["40.0", "-"]  # no rows: target_only stands
+    alone.write_text("".join(json.dumps({"treebank": t, "stage": s, "test_las": las}) + "\n" for t, s, las in [
+        ("UD_Welsh-CCG", "teachers", 50.0), ("UD_Welsh-CCG", "teachers", 52.0), ("UD_Welsh-CCG", "round1", 54.0),
+        ("UD_Welsh-CCG", "round2", 56.0), ("UD_Turkish-IMST", "round2", 99.0)]))
+    cells = [c.strip() for c in transfer.summary(transfer.targets(results, new_language=alone)).splitlines()[2]
+             .split("|")[1:-1]]
+    assert cells[0] == "Welsh-CCG" and cells[2:4] == ["51.0 ± 1.4", "56.0"] and cells[7] == "+4.0"
