@@ -117,8 +117,8 @@ def report(results: Path) -> str:
 @dataclass
 class Target:
     """A target's test LAS, a list of seeds each (empty: not measured): of its transfer stages
-    (``stages``, from the rows), of its own 100 trees (the grid's supervised parser and best
-    recipe), its whole training file (the grid's parser) and UDPipe 2 (published)."""
+    (``stages``, from the rows), of its own 100 trees (supervised parser and best recipe: see
+    ``targets``), its whole training file (the grid's parser) and UDPipe 2 (published)."""
 
     treebank: str
     stages: dict[str, list[float]]
