@@ -138,20 +138,21 @@ def targets(results: Path = RESULTS, low_resource: Path = LOW_RESOURCE,
     (``low_resource``); where the grid has none, ``new_language.yaml``'s (``new_language``: its
     teachers the supervised parser, its second round the best recipe); where neither has, the
     transfer pipeline's ``target_only`` run stands for the supervised parser."""
-    rows = read_rows(results)
+    rows, alone = read_rows(results), read_rows(new_language)
     grid = {language.treebank: language for language in languages(low_resource)}
-    alone = read_rows(new_language)
+
+    def test_las(source: list[dict], treebank: str, stage: str) -> list[float]:
+        return [r["test_las"] for r in source if r["treebank"] == treebank and r["stage"] == stage]
+
     found = []
     for treebank in TARGETS:
-        stages = {stage: [r["test_las"] for r in rows if r["treebank"] == treebank and r["stage"] == stage]
-                  for stage in STAGES}
+        stages = {stage: test_las(rows, treebank, stage) for stage in STAGES}
         if not any(stages.values()):
             continue
         own = grid.get(treebank)
-        teachers, recipe = ([r["test_las"] for r in alone if r["treebank"] == treebank and r["stage"] == stage]
-                            for stage in ("teachers", "round2"))
-        supervised = own.supervised if own else teachers or stages["target_only"]
-        found.append(Target(treebank, stages, supervised, own.recipe if own else recipe,
+        supervised = own.supervised if own else test_las(alone, treebank, "teachers") or stages["target_only"]
+        recipe = own.recipe if own else test_las(alone, treebank, "round2")
+        found.append(Target(treebank, stages, supervised, recipe,
                             [own.full] if own and own.full is not None else [],
                             [UDPIPE2[treebank][1]] if treebank in UDPIPE2 else []))
     return found
