@@ -1,4 +1,4 @@
-"""What the benchmark drivers share: a result row's provenance and a run folder's name, then
+"""What the benchmark drivers share: a result row's provenance, a results file's rows and a run folder's name, then
 timing helpers (interleaved repeats, medians, peak memory).
 
 The machines these run on are shared, so every comparison runs its contenders
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime
 import hashlib
+import json
 import os
 import platform
 import shlex
@@ -34,6 +35,13 @@ def provenance(arguments: Sequence[str]) -> dict:
     shell line, and the date (which tells the machine whose minutes the row reports)."""
     return {"commit": commit(), "command": shell_line(["python", *arguments]),
             "date": datetime.date.today().isoformat()}
+
+
+def read_rows(results: Path) -> list[dict]:
+    """The rows of a JSON-lines results file, in its order ([] where there is no such file)."""
+    if not results.is_file():
+        return []
+    return [json.loads(line) for line in results.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
 def portable(value, places: dict[str, str] | None = None):

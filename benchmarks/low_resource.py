@@ -40,7 +40,7 @@ from pathlib import Path
 import torch
 import yaml
 
-from benchmarks.common import ROOT, folder_name
+from benchmarks.common import ROOT, folder_name, read_rows
 from parser.data.datamodule import DependencyDataModule
 from parser.drawing import new_figure, save
 from parser.evaluate import evaluate
@@ -285,13 +285,8 @@ def teacher_name(args: argparse.Namespace) -> str:
 def recorded_row(results: Path, key: dict) -> dict | None:
     """The row of ``results`` with these key fields, if there is one: the driver resumes a
     grid (or adds a round, a recipe) without scoring a recorded run again."""
-    if not results.exists():
-        return None
-    for line in results.read_text(encoding="utf-8").splitlines():
-        row = json.loads(line) if line.strip() else {}
-        if all(row.get(field) == value for field, value in key.items()):
-            return row
-    return None
+    return next((row for row in read_rows(results) if all(row.get(field) == value for field, value in key.items())),
+                None)
 
 
 def trains_tagger(model_config: dict) -> bool:
@@ -307,7 +302,7 @@ Cells = dict[tuple[int | str, str, str], list[dict]]  # (labeled size, objective
 
 def _cells(results: Path) -> dict[str, Cells]:
     """The runs of ``results`` by treebank (EWT first), then by (labeled size, objective, variant)."""
-    runs = [json.loads(line) for line in results.read_text().splitlines() if line.strip()]
+    runs = read_rows(results)
     treebanks: dict[str, Cells] = {}
     for run in runs:
         cells = treebanks.setdefault(run.get("treebank", DEFAULT_TREEBANK), {})

@@ -51,7 +51,7 @@ from pathlib import Path
 
 import yaml
 
-from benchmarks.common import ROOT, commit, portable
+from benchmarks.common import ROOT, commit, portable, read_rows
 from parser.cli import run_reporting_errors
 from parser.runs import Run, finished, fit_command, stopped
 
@@ -726,10 +726,6 @@ def parse_and_score(system, model: Path, test: Path, out: Path, repeats: int) ->
 
 # ---- report ------------------------------------------------------------------------------
 
-def read_rows(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-
-
 def fmt(value, digits: int = 1) -> str:
     return "-" if value is None else f"{value:.{digits}f}" if isinstance(value, float) else str(value)
 
@@ -830,8 +826,9 @@ def recorded_entries(low_resource: list[dict], small_treebanks: list[dict]) -> l
     ``low_resource.jsonl``: the supervised recipe (the 3 teachers; minutes: one) and its
     second-round self-distilled students (minutes: the 3 teachers, the seed's round-1 and
     round-2 students; wall seconds of one thread as that benchmark records them). With the
-    whole file, from ``small_treebanks.jsonl``: ``configs/small_treebank.yaml`` with the
-    unadapted encoder and MST decoding, the run with the best dev LAS (its CPU minutes)."""
+    whole file, from ``small_treebanks.jsonl``: ``small_treebank.whole_file_run`` (its CPU minutes)."""
+    from benchmarks.small_treebank import whole_file_run
+
     entries = []
     for treebank in CELL_TREEBANKS:
         cell = [row for row in low_resource if row["treebank"] == treebank and row["labeled"] == 100
@@ -854,10 +851,8 @@ def recorded_entries(low_resource: list[dict], small_treebanks: list[dict]) -> l
                 entries.append(entry(treebank, "100", "treeexp-self", "treeexp self-distilled, 2 rounds (recorded)",
                                      students, recorded=True, minutes=minutes, parse=None, rss=None,
                                      commit=students[0]["commit"], command=students[0]["command"]))
-        full = [row for row in small_treebanks if row["treebank"] == treebank and row["recipe"] == "configs/small_treebank.yaml"
-                and row["encoder"] == "multilingual-e5-small" and row["decoder"] == "mst"]
-        if full:
-            best = max(full, key=lambda row: row["dev_las"])
+        best = whole_file_run(small_treebanks, treebank)
+        if best:
             entries.append({"treebank": treebank, "training": "all", "system": "treeexp",
                             "version": "treeexp configs/small_treebank.yaml (recorded)", "las": [best["test_las"]],
                             "uas": [best["test_uas"]], "recorded": True, "minutes": best["cpu_minutes"], "parse": None,

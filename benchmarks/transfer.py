@@ -26,9 +26,9 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks.common import ROOT, provenance
+from benchmarks.common import ROOT, provenance, read_rows
 from benchmarks.headline import LOW_RESOURCE, grouped_bars, languages
-from benchmarks.small_treebank import UDPIPE2
+from benchmarks.small_treebank import UDPIPE2, whole_file_run
 from parser import pipeline
 from parser.cli import run_reporting_errors
 from parser.data.datamodule import DependencyDataModule
@@ -37,6 +37,7 @@ from parser.training.callbacks import MONITOR
 
 RESULTS = ROOT / "docs" / "results" / "transfer.jsonl"
 NEW_LANGUAGE = ROOT / "docs" / "results" / "new_language.jsonl"  # configs/pipelines/new_language.yaml's rows
+SMALL_TREEBANKS = ROOT / "docs" / "results" / "small_treebanks.jsonl"  # configs/small_treebank.yaml's rows
 FIGURE = ROOT / "docs" / "figures" / "transfer.png"
 STAGES = ("zero-shot", "target_only", "finetuned", "start", "student", "student_ge", "full",
           "teachers", "round1", "round2")  # the table's order (the last three: new_language.yaml's)
@@ -86,10 +87,6 @@ def record(treebank: str, output: Path, results: Path, zero_shot: Path | None, r
     return rows
 
 
-def read_rows(results: Path) -> list[dict]:
-    return [json.loads(line) for line in results.read_text().splitlines() if line.strip()] if results.is_file() else []
-
-
 def report(results: Path) -> str:
     """A table per treebank: each stage's test LAS (mean ± sd over seeds), dev LAS and cost."""
     rows = read_rows(results)
@@ -118,7 +115,7 @@ def report(results: Path) -> str:
 class Target:
     """A target's test LAS, a list of seeds each (empty: not measured): of its transfer stages
     (``stages``, from the rows), of its own 100 trees (supervised parser and best recipe: see
-    ``targets``), its whole training file (the grid's parser) and UDPipe 2 (published)."""
+    ``targets``), its whole training file (see ``targets``) and UDPipe 2 (published)."""
 
     treebank: str
     stages: dict[str, list[float]]
@@ -132,13 +129,14 @@ class Target:
         return self.treebank.removeprefix("UD_")
 
 
-def targets(results: Path = RESULTS, low_resource: Path = LOW_RESOURCE,
-            new_language: Path = NEW_LANGUAGE) -> list[Target]:
+def targets(results: Path = RESULTS, low_resource: Path = LOW_RESOURCE, new_language: Path = NEW_LANGUAGE,
+            small_treebanks: Path = SMALL_TREEBANKS) -> list[Target]:
     """Every target of ``TARGETS`` with rows in ``results``. Its own 100 trees: the grid's rows
     (``low_resource``); where the grid has none, ``new_language.yaml``'s (``new_language``: its
     teachers the supervised parser, its second round the best recipe); where neither has, the
-    transfer pipeline's ``target_only`` run stands for the supervised parser."""
-    rows, alone = read_rows(results), read_rows(new_language)
+    transfer pipeline's ``target_only`` run stands for the supervised parser. Its own whole
+    file: the grid's full-data parser, else ``small_treebank.whole_file_run`` of ``small_treebanks``."""
+    rows, alone, whole = read_rows(results), read_rows(new_language), read_rows(small_treebanks)
     grid = {language.treebank: language for language in languages(low_resource)}
 
     def test_las(source: list[dict], treebank: str, stage: str) -> list[float]:
@@ -152,8 +150,8 @@ def targets(results: Path = RESULTS, low_resource: Path = LOW_RESOURCE,
         own = grid.get(treebank)
         supervised = own.supervised if own else test_las(alone, treebank, "teachers") or stages["target_only"]
         recipe = own.recipe if own else test_las(alone, treebank, "round2")
-        found.append(Target(treebank, stages, supervised, recipe,
-                            [own.full] if own and own.full is not None else [],
+        full = own.full if own else (whole_file_run(whole, treebank) or {}).get("test_las")
+        found.append(Target(treebank, stages, supervised, recipe, [] if full is None else [full],
                             [UDPIPE2[treebank][1]] if treebank in UDPIPE2 else []))
     return found
 

@@ -85,3 +85,14 @@ def test_an_ablation_of_an_ingredient_the_recipe_lacks_is_refused(tmp_path, caps
         small_treebank.main(["--config", str(recipe), "--ablate", "characters", "--results", str(tmp_path / "r.jsonl")])
     assert stop.value.code == 2 and "has no characters to remove (already --model.encoder_options.characters 0)" in capsys.readouterr().err
     assert small_treebank.absent_ingredients("configs/small_treebank.yaml", ["layer_mix", "lstm"]) == []
+
+
+def test_the_whole_file_run_the_tables_cite_is_the_recipes_best_on_dev():
+    def row(dev_las, **fields):
+        return {"treebank": "UD_Welsh-CCG", "recipe": small_treebank.RECIPE, "ablation": "", "encoder":
+                "multilingual-e5-small", "decoder": "mst", "dev_las": dev_las, "test_las": dev_las + 1, **fields}
+    rows = [row(70.0), row(72.0, variant="--trainer.max_epochs 20"), row(90.0, ablation="tagger"),
+            row(91.0, encoder="runs/adapt/welsh"), row(92.0, decoder="eisner"), row(93.0, treebank="UD_Wolof-WTB"),
+            row(94.0, recipe="configs/likelihood.yaml")]
+    assert small_treebank.whole_file_run(rows, "UD_Welsh-CCG")["test_las"] == 73.0
+    assert small_treebank.whole_file_run(rows, "UD_Turkish-IMST") is None

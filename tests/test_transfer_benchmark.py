@@ -50,7 +50,7 @@ def test_summary_sets_each_target_beside_its_own_trees_and_the_whole_file(tmp_pa
     assert cells[3] == transfer._mean(wolof.recipe) and cells[7] == f"{56.0 - best:+.1f}"
     assert cells[8] == f"{wolof.full:.1f}" and cells[9] == "81.0" and cells[10] == "80.2"
     turkish = [cell.strip() for cell in lines[3].split("|")[1:-1]]
-    assert turkish[2] == "40.0" and turkish[3] == "-" and turkish[7] == "+5.5" and turkish[10] == "-"
+    assert turkish[2] == "40.0" and turkish[3] == "-" and turkish[7] == "+5.5" and turkish[10] == "73.6"
     assert transfer.figure(found, tmp_path / "transfer.png").stat().st_size > 10_000
 
 
@@ -66,3 +66,11 @@ def test_a_target_outside_the_grid_takes_its_own_trees_from_the_language_alone_p
     cells = [c.strip() for c in transfer.summary(transfer.targets(results, new_language=alone)).splitlines()[2]
              .split("|")[1:-1]]
     assert cells[0] == "Welsh-CCG" and cells[2:4] == ["51.0 ± 1.4", "56.0"] and cells[7] == "+4.0"
+    assert cells[8] == "-" and cells[10] == "82.6"  # no whole-file row yet; UDPipe 2's published LAS
+    whole = tmp_path / "small_treebanks.jsonl"
+    whole.write_text(json.dumps({"treebank": "UD_Welsh-CCG", "recipe": "configs/small_treebank.yaml", "ablation": "",
+                                 "encoder": "multilingual-e5-small", "decoder": "mst", "dev_las": 77.0,
+                                 "test_las": 78.04}) + "\n")
+    cells = [c.strip() for c in transfer.summary(transfer.targets(results, new_language=alone, small_treebanks=whole))
+             .splitlines()[2].split("|")[1:-1]]
+    assert cells[8] == "78.0"
