@@ -28,7 +28,7 @@ from pathlib import Path
 
 import yaml
 
-from benchmarks.common import folder_name, read_rows
+from benchmarks.common import folder_name, portable, read_rows
 from benchmarks.low_resource import trains_tagger
 from parser.crossing_margin import best, sweep
 from parser.data.datamodule import DependencyDataModule
@@ -214,10 +214,11 @@ def main(argv: list[str] | None = None) -> None:
     for ablation, override in runs:
         overrides = [*override, *args.train_args]
         variant = shlex.join(overrides)
-        if variant in done:
+        if portable(variant) in done:
             print(f"skipping {variant or 'the recipe'}: already in {results}", flush=True)
             continue
         for row in score_run(args, ablation, variant, train(args, overrides)):
+            row = portable(row)  # the repository's and $UD_DIR's paths by name
             with results.open("a", encoding="utf-8") as file:
                 file.write(json.dumps(row) + "\n")
             print(json.dumps(row), flush=True)

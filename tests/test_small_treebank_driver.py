@@ -32,12 +32,14 @@ def test_the_driver_trains_the_recipe_and_scores_three_decoders(tiny_bert_dir, u
                "--trainer.max_steps 2 --trainer.max_time null --trainer.enable_progress_bar false")
     argv = ["--treebank", "UD_Tiny-Test", "--data-root", str(data_root), "--train-args", variant,
             "--output", str(tmp_path / "runs"), "--results", str(results)]
+    monkeypatch.setenv("UD_DIR", str(data_root))
     small_treebank.main(argv)
     rows = [json.loads(line) for line in results.read_text().splitlines()]
     assert [row["decoder"] for row in rows] == list(small_treebank.DECODERS)
     for row in rows:
         assert row["variant"] == variant and row["ablation"] == "" and row["steps"] == 2
         assert "configs/small_treebank.yaml" in row["command"] and "--model.encoder_options.characters 8" in row["command"]
+        assert "--data.root $UD_DIR " in row["command"] and str(data_root) not in row["command"]  # no machine's path
         assert 0 <= row["test_las"] <= row["test_uas"] <= 100 and "test_upos" in row  # the recipe has a tagger
         assert row["gold_nonprojective_trees"].keys() == {"dev", "test"} and row["cpu_minutes"] > 0
     assert rows[1]["dev_nonprojective_trees"] == rows[1]["test_nonprojective_trees"] == 0.0  # Eisner
