@@ -28,6 +28,7 @@ from pathlib import Path
 
 from benchmarks.common import ROOT, provenance, read_rows
 from benchmarks.headline import LOW_RESOURCE, grouped_bars, languages
+from benchmarks.peers import SMALL_TREEBANKS
 from benchmarks.small_treebank import UDPIPE2, whole_file_run
 from parser import pipeline
 from parser.cli import run_reporting_errors
@@ -37,7 +38,6 @@ from parser.training.callbacks import MONITOR
 
 RESULTS = ROOT / "docs" / "results" / "transfer.jsonl"
 NEW_LANGUAGE = ROOT / "docs" / "results" / "new_language.jsonl"  # configs/pipelines/new_language.yaml's rows
-SMALL_TREEBANKS = ROOT / "docs" / "results" / "small_treebanks.jsonl"  # configs/small_treebank.yaml's rows
 FIGURE = ROOT / "docs" / "figures" / "transfer.png"
 STAGES = ("zero-shot", "target_only", "finetuned", "start", "student", "student_ge", "full",
           "teachers", "round1", "round2")  # the table's order (the last three: new_language.yaml's)
