@@ -15,6 +15,7 @@ from objectives.conventions import ConfigurationError
 from objectives.objective import ObjectiveContext, Scores
 
 from parser.data.batch import Batch
+from parser.data.vocab import build_label_vocab
 from parser.decoding.decode import Decoding, root_label
 from parser.decoding.parsing import Parse, parse_batch, parse_words
 from parser.network import EncoderOptions, Heads, Network
@@ -88,35 +89,40 @@ class Parser(LightningModule):
         data = getattr(self.trainer, "datamodule", None)
         fit = stage == "fit"
         if self.network is None:
-            if data is None or data.label_vocab is None:
-                raise RuntimeError("the parser needs a label vocabulary: train with a DependencyDataModule")
-            treebanks = data.treebanks("train") if self.encoder_options.treebank_embedding else ()
-            if fit and self.hparams.init and not self.trainer.ckpt_path:  # resuming restores its own weights
-                self._start_from(self.hparams.init, data.label_vocab.itos, treebanks)
+            own = [] if data is None or data.label_vocab is None else data.label_vocab.itos
+            treebanks = data.treebanks("train") if data is not None and self.encoder_options.treebank_embedding else ()
+            if self.hparams.init:  # resuming builds the same network, then restores its own weights
+                self._start_from(self.hparams.init, own, treebanks)
+            elif not own:
+                raise ConfigurationError("the parser needs labels: train it on labeled trees (--data.labeled_size 1 "
+                                         "or more), or start it from a parser that has them (--model.init PATH)")
             else:
-                self.build(data.label_vocab.itos, treebanks=treebanks)
-        elif data is not None:
-            data.label_vocab = self.network.label_vocab  # evaluate with the checkpoint's labels
+                self.build(own, treebanks=treebanks)
+        if data is not None:
+            data.label_vocab = self.network.label_vocab  # the network's labels: the checkpoint's, or the union
         if data is not None:
             data.tokenize = self.network.encoder.subwords  # DataLoader workers tokenise while the model computes
             if stage in EVALUATED:  # with several treebanks in the split, a score for each
                 self.split_scores[EVALUATED[stage][0]] = ParseScores(self.network, data.treebanks(EVALUATED[stage][1]))
         self.terms.setup(ObjectiveContext(
             stage=stage, multiroot=self.decoding.multiroot, tags=self.network.upos_vocab.itos,
-            labels=self.network.label_vocab.itos, labeled_batches=data.gold_batches if fit and data else None,
+            labels=self.network.label_vocab.itos, labeled_batches=data.gold_batches if fit and data and data.train_sentences else None,
             total_steps=self.total_steps() if fit else None))
         if not fit:
             return  # the teacher only trains: test, validate and predict do without its file
         unlabeled = data is not None and data.has_unlabeled
-        self.terms.check(unlabeled, unlabeled and data.unlabeled_has_upos, self.network.tagger is not None,
+        labeled = data is None or bool(data.train_sentences)
+        self.terms.check(labeled, unlabeled, unlabeled and data.unlabeled_has_upos, self.network.tagger is not None,
                          self.teacher.given)
         if self._teacher is None and self.terms.needs("teacher"):
             self._teacher = self.teacher.build(self.network, self.decoding.multiroot, Parser.load)
 
     def _start_from(self, path: str, labels: list[str], treebanks: list[str]) -> None:
         """The network built from the saved parser's encoder files and started from its weights;
-        its treebanks keep their vectors."""
+        it keeps every label and treebank vector the saved parser has, ``labels`` and
+        ``treebanks`` (the training data's) added."""
         saved = checkpoint_files.read(path)
+        labels = build_label_vocab((), [*(saved.hparams.get("labels") or []), *labels]).itos
         with checkpoint_files.unpacked(saved.encoder_files) as source:
             self.build(labels, source, [*(saved.hparams.get("treebanks") or []), *treebanks])
         start_from(self.network, self.hparams.encoder, saved, path)
@@ -133,10 +139,10 @@ class Parser(LightningModule):
 
     # ----------------------------------------------------------------- training
     def training_step(self, batch: Batch | dict[str, Batch], batch_idx: int) -> Tensor:
-        labeled, unlabeled = (batch["labeled"], batch["unlabeled"]) if isinstance(batch, dict) else (batch, None)
+        labeled, unlabeled = (batch.get("labeled"), batch["unlabeled"]) if isinstance(batch, dict) else (batch, None)
         loss, values, weights = self.terms(labeled, unlabeled, self.global_step, lambda b: self(b.words, b.subwords, b.treebanks),
                                            self.network.with_predicted_tags, self._teacher_scores)
-        size = labeled.lengths.shape[0]
+        size = (labeled or unlabeled).lengths.shape[0]
         self.log("train/loss", loss, prog_bar=True, batch_size=size)
         if unlabeled is not None:  # malformed unlabeled lines skipped so far, all processes
             self._unlabeled_skipped += unlabeled.skipped

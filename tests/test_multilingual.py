@@ -133,6 +133,50 @@ def test_a_parser_fine_tuned_from_a_base_starts_from_its_weights(tiny_bert_dir, 
                            started.network.scorer.label.weight[started.network.label_vocab.index(label)])
 
 
+def test_a_fine_tuned_parser_keeps_every_label_of_its_base_and_validates_from_it(tiny_bert_dir, treebanks, tmp_path):
+    """``--model.init``: the base's labels and the target's new ones (a parser fine-tuned on
+    few trees can still name what the base could); ``validate --model.init BASE`` scores the
+    base on the target's dev as it is (zero-shot selection)."""
+    base = _fit(tiny_bert_dir, treebanks, "[UD_A, UD_C]", tmp_path / "base") / "checkpoints" / "best.ckpt"
+    base_labels = set(Parser.load(base).network.label_vocab.itos)
+    run = _fit(tiny_bert_dir, treebanks, "UD_B", tmp_path / "target", "--model.init", str(base), "--data.labeled_size", "3",
+               "--trainer.max_steps", "1")
+    tuned = Parser.load(run / "checkpoints" / "last.ckpt").network.label_vocab.itos
+    own = {d for s in read_conllu(treebanks / "UD_B" / "x_ud_b-ud-train.conllu")[:3] for d in s.deprels}
+    assert set(tuned) == base_labels | own and tuned == sorted(tuned)
+    assert base_labels - own  # the base knows labels the three trees lack: they are kept
+    cli = train.main(["validate", "--model.encoder", str(tiny_bert_dir), "--model.heads.arc_size", "32",
+                      "--model.heads.label_size", "16", "--data.treebank", "UD_B", "--data.root", str(treebanks),
+                      "--model.init", str(base), "--trainer.default_root_dir", str(tmp_path / "zero_shot"),
+                      "--trainer.enable_progress_bar", "false"])
+    assert cli.model.network.label_vocab.itos == sorted(base_labels)
+    assert 0 <= float(cli.trainer.callback_metrics["val/las"]) <= 100
+
+
+def test_no_labeled_tree_trains_on_text_alone_from_a_base(tiny_bert_dir, treebanks, tmp_path):
+    """``--data.labeled_size 0``: every step reads the unlabeled stream (GE toward a rules file);
+    a term that reads the labeled trees gets one line naming it."""
+    base = _fit(tiny_bert_dir, treebanks, "[UD_A, UD_C]", tmp_path / "base", "--model.heads.tagger", "true") / "checkpoints" / "best.ckpt"
+    rules = tmp_path / "facts.yaml"
+    rules.write_text("constraints:\n  - {parent: NOUN, child: ADJ, direction: left, per: arc, target: 0.9, tolerance: 0.05}\n"
+                     "  - {parent: any, child: any, direction: left, target: 0.5}\n")
+    ge = ("[{objective: {class_path: objectives.GeneralizedExpectation, init_args: {constraints: " + str(rules)
+          + ", penalty: l1}}, data: unlabeled}]")
+    run = _fit(tiny_bert_dir, treebanks, "UD_B", tmp_path / "ge", "--model.init", str(base), "--data.labeled_size", "0",
+               "--model.heads.tagger", "true", "--model.terms", ge)
+    rows = list(csv.DictReader(open(run / "metrics.csv")))
+    losses = [float(row["train/generalized_expectation"]) for row in rows if row.get("train/generalized_expectation")]
+    assert losses and all(torch.isfinite(torch.tensor(losses)))
+    assert torch.load(run / "checkpoints" / "last.ckpt", weights_only=False)["global_step"] == 2
+    likelihood = "[{objective: objectives.Likelihood}]"
+    with pytest.raises(ConfigurationError, match="term likelihood: Likelihood reads the labeled trees, but the run has none"):
+        _fit(tiny_bert_dir, treebanks, "UD_B", tmp_path / "bad", "--model.init", str(base), "--data.labeled_size", "0",
+             "--model.terms", likelihood)
+    with pytest.raises(ConfigurationError, match="the parser needs labels"):
+        _fit(tiny_bert_dir, treebanks, "UD_B", tmp_path / "bad2", "--data.labeled_size", "0", "--model.terms", ge,
+             "--model.heads.tagger", "true")
+
+
 def _with_treebank_vectors(encoder: Path, treebanks: list[str]) -> Network:
     from parser.network import EncoderOptions
     torch.manual_seed(0)

@@ -23,7 +23,7 @@ from parser.data.batch import Batch, collate
 from parser.data.sampler import BucketBatchSampler
 from parser.data.sentences import ConlluError, Sentence, has_upos, read_conllu, read_sentences
 from parser.data.stream import Continuing, SentenceStream, Source
-from parser.data.vocab import Vocab, build_label_vocab, build_upos_vocab
+from parser.data.vocab import LabelVocab, Vocab, build_label_vocab, build_upos_vocab
 from parser.fetch import default_root
 
 log = logging.getLogger(__name__)
@@ -87,11 +87,15 @@ class DependencyDataModule(LightningDataModule):
             a glob or a list of both; CoNLL-U (trees ignored) or ``.txt`` (one tokenised
             sentence per line), each maybe ``.gz``.
         labeled_size: keep only the first K training sentences labeled; the rest of the
-            training files joins the unlabeled stream (without their trees).
+            training files joins the unlabeled stream (without their trees). With 0 every
+            step reads only unlabeled text (every term then needs ``data: unlabeled``, and
+            the parser its labels from ``--model.init``).
         unlabeled_tags: ``keep`` the UPOS tags the unlabeled files have, or ``drop`` them
             (raw text, as a low-resource user has it: objectives that need tags then read
             the model's tagger; with ``labeled_size`` the rest of a treebank keeps no gold
             annotation at all).
+        dev_size: keep only the first K dev sentences: selection with as few dev trees as
+            labeled ones, as a user with K trees has (ESR's protocol).
         predict: file to parse in ``predict`` (CoNLL-U or ``.txt``).
         batch_tokens: most padded words per batch.
         max_batch_sentences: most sentences per batch.
@@ -125,15 +129,18 @@ class DependencyDataModule(LightningDataModule):
                  train: str | list[str] | None = None, dev: str | list[str] | None = None,
                  test: str | list[str] | None = None,
                  unlabeled: str | list[str] | None = None, labeled_size: int | None = None,
-                 predict: str | None = None, batch_tokens: int = 2000,
+                 dev_size: int | None = None, predict: str | None = None, batch_tokens: int = 2000,
                  max_batch_sentences: int = 128, num_workers: int = 0,
                  skip_invalid_trees: bool = False, seed: int = 0, shuffle_buffer: int = 10_000,
                  on_bad_unlabeled: Literal["skip", "error"] = "skip",
                  unlabeled_tags: Literal["keep", "drop"] = "keep", partial: bool = False,
                  sampling_alpha: float = 1.0, max_treebank_sentences: int | None = None):
         super().__init__()
-        if labeled_size is not None and labeled_size < 1:
-            raise ConfigurationError(f"labeled_size must be at least 1, not {labeled_size}")
+        if labeled_size is not None and labeled_size < 0:
+            raise ConfigurationError(f"labeled_size must be at least 0, not {labeled_size}")
+        if dev_size is not None and dev_size < 1:
+            raise ConfigurationError(f"dev_size must be at least 1, not {dev_size} (without dev trees, train a fixed "
+                                     "number of steps with --trainer.limit_val_batches 0 and keep last.ckpt)")
         if max_treebank_sentences is not None and max_treebank_sentences < 1:
             raise ConfigurationError(f"max_treebank_sentences must be at least 1, not {max_treebank_sentences}")
         if max_treebank_sentences is not None and labeled_size is not None:
@@ -147,6 +154,7 @@ class DependencyDataModule(LightningDataModule):
         self.train, self.dev, self.test = train, dev, test
         self.unlabeled = unlabeled
         self.labeled_size = labeled_size
+        self.dev_size = dev_size
         self.predict = predict
         self.batch_tokens = batch_tokens
         self.max_batch_sentences = max_batch_sentences
@@ -270,7 +278,7 @@ class DependencyDataModule(LightningDataModule):
             self.unlabeled_has_upos = self.unlabeled_tags == "keep" and has_upos(firsts)
             self.label_vocab = build_label_vocab(train)
         if stage in ("fit", "validate", None):
-            self.dev_sentences = self._read("dev", on_invalid=on_invalid)
+            self.dev_sentences = self._read("dev", on_invalid=on_invalid)[: self.dev_size]
         if stage in ("test", None):
             self.test_sentences = self._read("test", on_invalid=on_invalid)
         if stage == "predict" and not self.predict:
@@ -283,7 +291,7 @@ class DependencyDataModule(LightningDataModule):
 
     def load_state_dict(self, state_dict: dict) -> None:
         if "label_vocab" in state_dict:
-            self.label_vocab = Vocab.from_state_dict(state_dict["label_vocab"])
+            self.label_vocab = LabelVocab.from_state_dict(state_dict["label_vocab"])
 
     def _check_label_vocab(self) -> None:
         if self.label_vocab is None:
@@ -306,16 +314,17 @@ class DependencyDataModule(LightningDataModule):
 
     def train_dataloader(self) -> DataLoader | CombinedLoader:
         """Labeled Batches, or with unlabeled sentences a CombinedLoader whose steps are
-        ``{"labeled": Batch, "unlabeled": Batch}``; the labeled data sets the epoch's
-        length, the endless unlabeled stream runs on across epochs."""
-        labeled = self._loader(self.train_sentences, StatefulDataLoader, shuffle=True)
+        ``{"labeled": Batch, "unlabeled": Batch}`` (only ``"unlabeled"`` without labeled
+        sentences: an epoch that never ends); the labeled data sets the epoch's length, the
+        endless unlabeled stream runs on across epochs."""
         if not self.unlabeled_sources:
-            return labeled
+            return self._loader(self.train_sentences, StatefulDataLoader, shuffle=True)
         stream = SentenceStream(self.unlabeled_sources, self.upos_vocab, self.batch_tokens,
                                 self.max_batch_sentences, self.shuffle_buffer, self.seed + 1,
                                 self.on_bad_unlabeled, tokenize=self.tokenize, upos=self.unlabeled_tags == "keep")
+        labeled = {"labeled": self._loader(self.train_sentences, StatefulDataLoader, shuffle=True)} if self.train_sentences else {}
         unlabeled = Continuing(StatefulDataLoader(stream, batch_size=None, num_workers=self.num_workers))
-        return CombinedLoader({"labeled": labeled, "unlabeled": unlabeled}, mode="min_size")
+        return CombinedLoader({**labeled, "unlabeled": unlabeled}, mode="min_size")
 
     def val_dataloader(self) -> DataLoader:
         self._check_label_vocab()

@@ -1,9 +1,11 @@
 """Vocabularies: strings <-> indices for UPOS tags and dependency labels.
 
 Label vocabulary choice: it holds the full DEPRELs (e.g. ``nmod:poss``) of the labeled
-training sentences and has no ``<unk>`` entry; a DEPREL unseen in training maps to -100,
-the ignore index, so the loss skips it and ``parser.training.metrics.AttachmentScore`` counts it
-as a LAS error.
+training sentences (and, for a parser started from another, every label that one knows) and
+has no ``<unk>`` entry. A DEPREL it lacks maps to a label of the same universal part
+(``amod:att`` -> ``amod``), which LAS compares as the CoNLL 2018 scorer does; one whose universal
+part it lacks too maps to -100, the ignore index, so the loss skips it and
+``parser.training.metrics.AttachmentScore`` counts it as a LAS error.
 """
 
 from __future__ import annotations
@@ -63,15 +65,33 @@ class Vocab:
         return cls(state["itos"], state["unk"])
 
 
+class LabelVocab(Vocab):
+    """DEPRELs <-> indices; a DEPREL the vocabulary lacks gets the index of its universal part
+    (``amod`` for ``amod:att``), else of the first label with that universal part
+    (``nmod:poss`` for ``nmod:att``), else -100."""
+
+    def __init__(self, itos: Iterable[str], unk: str | None = None):
+        super().__init__(itos, unk)
+        self._universal: dict[str, int] = {}
+        for i, label in enumerate(self.itos):
+            self._universal.setdefault(universal_deprel(label), i)
+        for i, label in enumerate(self.itos):
+            if ":" not in label:
+                self._universal[label] = i  # the universal label itself, where the vocabulary has it
+
+    def index(self, s: str) -> int:
+        return self._stoi.get(s, self._universal.get(universal_deprel(s), self.unk_index))
+
+
 def build_upos_vocab() -> Vocab:
     """The 17 UD UPOS tags after ``<pad>`` = 0 and ``<unk>`` = 1 (used for ``_`` too)."""
     return Vocab(["<pad>", "<unk>", *UPOS_TAGS], unk="<unk>")
 
 
-def build_label_vocab(sentences: Iterable[Sentence]) -> Vocab:
-    """The full DEPRELs of the sentences, sorted, but ``_`` (unknown); no ``<unk>`` (unseen
-    labels and ``_`` -> -100)."""
-    return Vocab.from_iterable(d for s in sentences for d in s.deprels if d != "_")
+def build_label_vocab(sentences: Iterable[Sentence], known: Iterable[str] = ()) -> LabelVocab:
+    """The full DEPRELs of the sentences and the ``known`` labels (another parser's), sorted,
+    but ``_`` (unknown); no ``<unk>`` (see :class:`LabelVocab`)."""
+    return LabelVocab.from_iterable([*known, *(d for s in sentences for d in s.deprels if d != "_")])
 
 
 def universal_deprel(deprel: str) -> str:

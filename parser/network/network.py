@@ -16,7 +16,7 @@ from objectives.conventions import IGNORE_INDEX
 from objectives.objective import Scores
 
 from parser.data.batch import Batch
-from parser.data.vocab import Vocab, build_upos_vocab, universal_deprel
+from parser.data.vocab import LabelVocab, build_upos_vocab, universal_deprel
 from parser.network.biaffine import BiaffineScorer
 from parser.network.encoder import Subwords, WordEncoder
 
@@ -94,7 +94,7 @@ class Network(nn.Module):
     def __init__(self, encoder: str, options: EncoderOptions, heads: Heads, labels: Sequence[str],
                  source: str | Path | None = None, treebanks: Sequence[str] = ()):
         super().__init__()
-        self.label_vocab = Vocab(labels)
+        self.label_vocab = LabelVocab(labels)
         self.upos_vocab = build_upos_vocab()
         self.encoder = WordEncoder(encoder, **dataclasses.asdict(options), treebanks=treebanks, source=source)
         self.tagger = None

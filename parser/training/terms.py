@@ -59,13 +59,17 @@ class TermSet(nn.Module):
         """Whether some term's objective has ``needs_<what>`` (``teacher``, ``tag_scores``, ...)."""
         return any(getattr(term.objective, f"needs_{what}") for term in self.terms)
 
-    def check(self, unlabeled: bool, unlabeled_tagged: bool, tagger: bool, teacher: bool) -> None:
-        """A run's terms against its data and model: one :class:`ConfigurationError` naming the term."""
+    def check(self, labeled: bool, unlabeled: bool, unlabeled_tagged: bool, tagger: bool, teacher: bool) -> None:
+        """A run's terms against its data (labeled trees, unlabeled text and whether it is
+        tagged) and model (a tagger, a teacher): one :class:`ConfigurationError` naming the term."""
         if not self.terms:
             raise ConfigurationError("nothing to train: give the parser a list of terms (--model.terms, e.g. "
                                      "configs/likelihood.yaml)")
         for name, term in zip(self.names, self.terms):
             objective, on_unlabeled = term.objective, term.data == "unlabeled" and unlabeled
+            if not labeled and not on_unlabeled:
+                raise ConfigurationError(f"term {name}: {type(objective).__name__} reads the labeled trees, but the run "
+                                         "has none (--data.labeled_size 0): give it data: unlabeled, or give trees")
             if objective.needs_gold and term.data == "unlabeled":
                 raise ConfigurationError(f"term {name}: {type(objective).__name__} needs gold trees, which unlabeled "
                                          "sentences do not have: give it data: labeled")
@@ -83,10 +87,11 @@ class TermSet(nn.Module):
         for term in self.terms:
             term.objective.setup(context)
 
-    def forward(self, labeled: Batch, unlabeled: Batch | None, step: int,
+    def forward(self, labeled: Batch | None, unlabeled: Batch | None, step: int,
                 score: Callable[[Batch], Scores], tagged: Callable[[Batch, Scores], Batch],
                 teacher: Callable[[Batch], Scores]) -> tuple[Tensor, dict[str, Tensor], dict[str, float]]:
         """The loss of one step, each term's value (detached) and the weights that change with the step.
+        ``labeled`` is None in a run without labeled trees (every term then reads ``unlabeled``).
 
         ``score(batch)`` runs the network (labeled batch first, then the unlabeled one, each
         once), ``tagged(batch, scores)`` gives untagged words predicted tags, ``teacher(batch)``

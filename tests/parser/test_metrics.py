@@ -3,6 +3,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from parser.data.vocab import LabelVocab, build_label_vocab
 from parser.training.metrics import AttachmentScore, ParseScores, universal_index
 
 LABELS = ["nmod", "nmod:poss", "obj", "root", "acl:relcl"]
@@ -120,3 +121,19 @@ def test_a_parsers_scores_of_a_split_add_its_taggers_accuracy_and_each_treebanks
     tagged.reset()
     tagged.update(batch, pred_heads, pred_labels, 1 - tags, gold_tags)
     assert tagged.compute()["upos"].item() == 0
+
+
+def test_gold_labels_the_parser_never_saw_count_by_their_universal_part():
+    """The CoNLL 2018 scorer compares universal parts: a gold ``amod:att`` is right when the
+    parser says ``amod`` (or any ``amod:*``); a universal part the parser lacks is always wrong."""
+    vocab = build_label_vocab((), ["amod", "nmod:poss", "nmod:tmod", "nmod", "root"])
+    assert [vocab.index(d) for d in ("amod:att", "nmod:att", "nmod", "obl:tmod", "_")] == [
+        vocab.index("amod"), vocab.index("nmod"), vocab.index("nmod"), -100, -100]
+    assert build_label_vocab((), ["nmod:poss", "nmod:tmod"]).index("nmod:att") == 0  # the first of its universal part
+    assert LabelVocab.from_state_dict(vocab.state_dict()).index("amod:att") == vocab.index("amod")
+    heads = torch.tensor([[0, 2, 0, 2, 2]])
+    gold = torch.tensor([[-100] + [vocab.index(d) for d in ("amod:att", "root", "nmod:att", "obl:x")]])
+    pred = torch.tensor([[0, vocab.index("amod"), vocab.index("root"), vocab.index("nmod:poss"), vocab.index("nmod")]])
+    metric = AttachmentScore(universal_index(vocab.itos))
+    metric.update(heads, pred, heads, gold, torch.tensor([4]))
+    assert metric.compute()["las"].item() == pytest.approx(75.0)  # obl:x: no obl among the parser's labels
