@@ -123,7 +123,7 @@ CONFIGURATIONS_THAT_CANNOT_WORK = {  # case: (config, overrides, what the error 
                                                         "--data.unlabeled", "TEXT"], ["Risk needs gold trees", "data: labeled"]),
     "no_ge_target": ("ge.yaml", ['--model.terms=[{"objective": {"class_path": "objectives.GeneralizedExpectation", "init_args": '
                                  '{"constraints": "tag_pairs", "targets_from": "labeled", "min_count": 100000}}}]'],
-                     ["no constraint's child tag"]),
+                     ["no constraint is counted over 100000 or more"]),
     "unknown_objective": ("likelihood.yaml", ["--objective", "gee"], ["--objective must be one of", "not 'gee'"]),
     "no_encoder_directory": ("likelihood.yaml", ["--model.encoder", "NOWHERE"], ["nowhere: no such encoder directory"]),
 }

@@ -3,7 +3,10 @@ contractions of :mod:`objectives.ge.counts` read, checked against the vocabulari
 
 Constraints are grouped into arc classes (a side, a distance range, a label group); the
 classes' distinct (side, distance range) pairs are a few position masks ``(N+1, N+1)``,
-so the counts never build a ``(B, N+1, N+1, K)`` feature tensor.
+so the counts never build a ``(B, N+1, N+1, K)`` feature tensor. A rate per arc needs the
+expected arcs of its :func:`~objectives.ge.rules.denominator`: those constraints are compiled
+after the given ones (once each), and a child ``"any"`` is the tag column after the
+vocabulary's (:func:`~objectives.ge.counts.tag_distributions` adds it: every word).
 """
 
 from __future__ import annotations
@@ -15,27 +18,32 @@ import torch
 from torch import Tensor
 
 from ..conventions import ConfigurationError
-from .rules import ANY, FAR, ROOT, SIDES, Constraint, covers
+from .rules import ANY, FAR, PER, ROOT, SIDES, Constraint, covers, denominator
 
-__all__ = ["ROOT_ID", "ANY_ID", "TENSOR_FIELDS", "CompiledConstraints", "compile_constraints", "arc_masks",
-           "class_members", "label_columns"]
+__all__ = ["ROOT_ID", "ANY_ID", "TENSOR_FIELDS", "CompiledConstraints", "compile_constraints", "with_denominators",
+           "arc_masks", "class_members", "label_columns"]
 
 ROOT_ID = -1  # parent id of a root constraint: never a vocabulary index
 ANY_ID = -2  # parent id of an any-word constraint
 
 
 class CompiledConstraints(NamedTuple):
-    """Constraints as ``(K,)`` long tensors: parent tag ids (``ROOT_ID`` for root, ``ANY_ID``
-    for any word), child tag ids, the side they ask for (``SIDES``) and their arc class (a
-    side, distance range and label group); ``masks`` ``(M, 3)``: the classes' distinct (side,
-    least distance, greatest distance); ``groups`` ``(G, L)``: the vocabulary labels of each
-    constraint label. Per class, on the host: its row of ``masks``, its label group (-1: any
-    label) and whether a constraint with a tag as parent uses it (else no tag-pair table)."""
+    """Constraints (the given ones, then their denominators: K in all) as ``(K,)`` long
+    tensors: parent tag ids (``ROOT_ID`` for root, ``ANY_ID`` for any word), child tag ids
+    (the vocabulary's size for any word), the side they ask for (``SIDES``), their arc class
+    (a side, distance range and label group), what the rate is per (index into ``PER``) and,
+    for a rate per arc, the index of its denominator (-1: none); ``masks`` ``(M, 3)``: the
+    classes' distinct (side, least distance, greatest distance); ``groups`` ``(G, L)``: the
+    vocabulary labels of each constraint label. Per class, on the host: its row of ``masks``,
+    its label group (-1: any label) and whether a constraint with a tag as parent uses it
+    (else no tag-pair table)."""
 
     parent: Tensor
     child: Tensor
     side: Tensor
     arc_class: Tensor
+    per: Tensor
+    given: Tensor
     masks: Tensor
     groups: Tensor
     class_masks: tuple[int, ...]
@@ -46,14 +54,26 @@ class CompiledConstraints(NamedTuple):
         return CompiledConstraints(*(field.to(device) if isinstance(field, Tensor) else field for field in self))
 
 
-TENSOR_FIELDS = CompiledConstraints._fields[:6]  # the fields that are tensors (buffers of the objective)
+TENSOR_FIELDS = CompiledConstraints._fields[:8]  # the fields that are tensors (buffers of the objective)
+
+
+def with_denominators(constraints: Sequence[Constraint]) -> tuple[list[Constraint], list[int]]:
+    """``constraints`` followed by the denominators of their rates per arc not among them (once
+    each), and for each of all these the index of its denominator (-1: none)."""
+    every = list(constraints)
+    for c in constraints:
+        if (d := denominator(c)) is not None and d not in every:
+            every.append(d)
+    return every, [every.index(d) if (d := denominator(c)) is not None else -1 for c in every]
 
 
 def compile_constraints(constraints: Sequence[Constraint], upos_vocab: Sequence[str], device: torch.device | None,
                         label_vocab: Sequence[str] = ()) -> CompiledConstraints:
-    """The constraints' ids in ``upos_vocab`` and ``label_vocab`` (index -> tag, label) and
-    their arc classes, on ``device``; unknown tags, or labels without a label vocabulary, raise."""
-    index = {tag: i for i, tag in enumerate(upos_vocab)}
+    """The ids in ``upos_vocab`` and ``label_vocab`` (index -> tag, label) and the arc classes
+    of the constraints and their denominators (:func:`with_denominators`), on ``device``;
+    unknown tags, or labels without a label vocabulary, raise."""
+    constraints, given = with_denominators(constraints)
+    index = {tag: i for i, tag in enumerate(upos_vocab)} | {ANY: len(upos_vocab)}
     special = {ROOT: ROOT_ID, ANY: ANY_ID}
     missing = {c.child for c in constraints} | {c.parent for c in constraints if c.parent not in special}
     missing -= index.keys()
@@ -66,6 +86,7 @@ def compile_constraints(constraints: Sequence[Constraint], upos_vocab: Sequence[
     parent = [special[c.parent] if c.parent in special else index[c.parent] for c in constraints]
     child = [index[c.child] for c in constraints]
     side = [SIDES[c.direction] for c in constraints]
+    per = [PER.index(c.per) for c in constraints]
     keys = [(SIDES[c.direction], *(c.distance or (1, None)), labels.index(c.label) if c.label else -1)
             for c in constraints]
     classes = list(dict.fromkeys(key for key, c in zip(keys, constraints) if c.parent != ROOT)) or [(0, 1, None, -1)]
@@ -73,7 +94,7 @@ def compile_constraints(constraints: Sequence[Constraint], upos_vocab: Sequence[
     pairs = tuple(any(c.parent not in special and key == k for key, c in zip(keys, constraints)) for k in classes)
     masks = list(dict.fromkeys(key[:3] for key in classes))
     rows = [(side_, lo, FAR if hi is None else hi) for side_, lo, hi in masks]
-    tensors = [torch.tensor(ids, dtype=torch.long, device=device) for ids in (parent, child, side, arc_class, rows)]
+    tensors = [torch.tensor(ids, dtype=torch.long, device=device) for ids in (parent, child, side, arc_class, per, given, rows)]
     groups = torch.tensor(groups, dtype=torch.bool, device=device).reshape(len(labels), len(label_vocab))
     return CompiledConstraints(*tensors, groups, tuple(masks.index(key[:3]) for key in classes),
                                tuple(key[3] for key in classes), pairs)

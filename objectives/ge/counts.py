@@ -29,7 +29,7 @@ from .compiled import (
 from .rules import SIDES, Constraint
 
 __all__ = ["MIN_COUNT", "tag_distributions", "label_groups", "expected_counts", "arc_weights", "statistics",
-           "gold_counts", "rates", "estimate_targets"]
+           "denominators", "gold_counts", "rates", "estimate_targets"]
 
 MIN_COUNT = 10
 """Default least number of words of a child tag in the labeled sample for a target to be
@@ -37,7 +37,8 @@ estimated for its constraints (with fewer, the rate would be noise and the const
 
 
 def tag_distributions(upos: Tensor, lengths: Tensor, num_tags: int, dtype: torch.dtype) -> Tensor:
-    """Each word's tag distribution ``(B, N+1, T)``, 0 at position 0 and on padding.
+    """Each word's tag distribution ``(B, N+1, T + 1)``, 0 at position 0 and on padding; the
+    last column is 1 on every word (the child ``"any"`` of the compiled constraints).
 
     ``upos``: ``(B, N+1)`` long tag ids, or ``(B, N+1, T)`` float tag probabilities (soft
     tags; detached: GE does not train the tagger).
@@ -48,7 +49,8 @@ def tag_distributions(upos: Tensor, lengths: Tensor, num_tags: int, dtype: torch
         probs = upos.detach().to(dtype)
     else:
         probs = torch.nn.functional.one_hot(upos, num_tags).to(dtype)
-    return probs * word_mask(lengths, upos.shape[1] - 1).unsqueeze(-1)
+    words = word_mask(lengths, upos.shape[1] - 1).unsqueeze(-1).to(dtype)
+    return torch.cat([probs * words, words], -1)
 
 
 def expected_counts(ids: CompiledConstraints, mu: Tensor, tags: Tensor, labels: Tensor | None = None) -> Tensor:
@@ -121,10 +123,27 @@ def label_groups(ids: CompiledConstraints, probabilities: Tensor) -> Tensor | No
     return probabilities @ ids.groups.mT.to(probabilities.dtype)
 
 
+def word_counts(ids: CompiledConstraints, tags: Tensor) -> Tensor:
+    """The words each constraint's rate is counted over when it is per child or per head (the
+    words of its child, or its parent, tag; any word for ``"any"``) ``(K,)``; 0 per arc."""
+    totals = tags.sum((0, 1))  # (T + 1,): the last, every word
+    parent = torch.where(ids.parent >= 0, ids.parent, totals.shape[0] - 1)
+    per = torch.stack([totals[ids.child], totals[parent], torch.zeros_like(totals[parent])])
+    return per.gather(0, ids.per.unsqueeze(0)).squeeze(0)
+
+
 def statistics(ids: CompiledConstraints, mu: Tensor, tags: Tensor, labels: Tensor | None = None) -> Tensor:
     """The batch statistics a GE penalty reads, ``(2K + 1,)``: expected arcs firing each
-    constraint (:func:`expected_counts`), words of each constraint's child tag, and words in all."""
-    return torch.cat([expected_counts(ids, mu, tags, labels), tags.sum((0, 1))[ids.child], tags.sum().reshape(1)])
+    constraint (:func:`expected_counts`), the words each is counted over (:func:`word_counts`),
+    and words in all."""
+    words = tags[..., -1].sum().reshape(1)
+    return torch.cat([expected_counts(ids, mu, tags, labels), word_counts(ids, tags), words])
+
+
+def denominators(ids: CompiledConstraints, fires: Tensor, words: Tensor) -> Tensor:
+    """What each rate is counted over ``(K,)``: its ``words`` ``(K,)``, or for a rate per arc the
+    (expected) arcs ``fires`` ``(K,)`` of its denominator constraint (differentiably)."""
+    return torch.where(ids.given >= 0, fires[ids.given.clamp_min(0)], words)
 
 
 def _gold_arcs(heads: Tensor, lengths: Tensor, dtype: torch.dtype) -> Tensor:
@@ -136,8 +155,9 @@ def _gold_arcs(heads: Tensor, lengths: Tensor, dtype: torch.dtype) -> Tensor:
 
 def gold_counts(ids: CompiledConstraints, heads: Tensor, upos: Tensor, lengths: Tensor, num_tags: int,
                 labels: Tensor | None = None) -> tuple[Tensor, Tensor]:
-    """Per constraint, the number of gold arcs firing it and of child words: two ``(K,)``
-    float64; ``labels`` ``(B, N+1)``: gold label ids (needed by constraints on labels)."""
+    """Per constraint, the number of gold arcs firing it and what its rate is counted over
+    (:func:`denominators`): two ``(K,)`` float64; ``labels`` ``(B, N+1)``: gold label ids
+    (needed by constraints on labels)."""
     tags = tag_distributions(upos, lengths, num_tags, torch.float64)
     groups = None
     if len(ids.groups):
@@ -145,7 +165,8 @@ def gold_counts(ids: CompiledConstraints, heads: Tensor, upos: Tensor, lengths: 
             raise ConfigurationError("constraints on labels estimate their targets from labeled arcs: the sample has no labels")
         gold = torch.nn.functional.one_hot(labels.clamp_min(0), ids.groups.shape[1]) * (labels != IGNORE_INDEX).unsqueeze(-1)
         groups = label_groups(ids, gold.to(torch.float64)).unsqueeze(1).expand(-1, heads.shape[1], -1, -1)  # the child's arc
-    return expected_counts(ids, _gold_arcs(heads, lengths, torch.float64), tags, groups), tags.sum((0, 1))[ids.child]
+    fires = expected_counts(ids, _gold_arcs(heads, lengths, torch.float64), tags, groups)
+    return fires, denominators(ids, fires, word_counts(ids, tags))
 
 
 def rates(fires: Tensor, counts: Tensor, min_count: int) -> Tensor:
@@ -163,13 +184,13 @@ def estimate_targets(
     labels: Tensor | None = None,
     label_vocab: Sequence[str] = (),
 ) -> Tensor:
-    """Each constraint's rate in gold trees: ``(K,)`` float64, NaN where the child tag has
-    fewer than ``min_count`` words (too few to estimate a rate).
+    """Each constraint's rate in gold trees: ``(K,)`` float64, NaN where it is counted over
+    fewer than ``min_count`` words or arcs (too few to estimate a rate).
 
     Args: ``heads`` ``(B, N+1)`` long, ``upos`` ``(B, N+1)`` ids into ``upos_vocab`` (or
     ``(B, N+1, T)`` tag probabilities), ``lengths`` ``(B,)``; for constraints on labels,
     ``labels`` ``(B, N+1)`` ids into ``label_vocab``.
     """
     ids = compile_constraints(constraints, upos_vocab, upos.device, label_vocab)
-    return rates(*gold_counts(ids, heads, upos, lengths, len(upos_vocab), labels), min_count)
+    return rates(*gold_counts(ids, heads, upos, lengths, len(upos_vocab), labels), min_count)[: len(constraints)]
 

@@ -20,7 +20,7 @@ from ..distribution import TreeCRF
 from ..mtt import no_autocast
 from ..objective import Objective, ObjectiveContext, Scores, TreeBatch
 from .compiled import TENSOR_FIELDS, CompiledConstraints, compile_constraints
-from .counts import MIN_COUNT, arc_weights, gold_counts, label_groups, rates, statistics, tag_distributions
+from .counts import MIN_COUNT, arc_weights, denominators, gold_counts, label_groups, rates, statistics, tag_distributions
 from .families import resolve_constraints
 from .penalties import Penalty, as_penalty
 from .rules import Constraint, overlap
@@ -39,7 +39,9 @@ class GeneralizedExpectation(Objective):
 
     The model's rate of a constraint is the expected number of arcs firing it in the batch
     over the number of its ``child`` words in it, ``p_k = E[sum_e f_k(e)] / #child_k``, an
-    estimate of ``p(parent | child)``; constraints on a label weight each arc by the label's
+    estimate of ``p(parent | child)`` (or over its parent's words, or over the expected arcs of
+    its parent, child and label: :class:`~objectives.ge.rules.Constraint`'s ``per``; the
+    rates are batch-level expectations, as Effland & Collins 2023 found best); constraints on a label weight each arc by the label's
     probability under the label scorer, ``p(l | h -> m)``, so GE trains the labels too. Tags
     may be soft: ``batch.upos`` holds tag ids or tag probabilities (a tagger's output), and the
     counts are then expected counts. The loss is ``sum_k w_k penalty(p_k, t_k)``.
@@ -75,7 +77,7 @@ class GeneralizedExpectation(Objective):
         constraints: :class:`~objectives.ge.rules.Constraint` objects (or their fields as
             dicts), the path of a YAML rules file, ``"tag_pairs"``, ``"distances"``, ``"labels"``
             (:mod:`objectives.ge.families`), or a list mixing them.
-        penalty: ``"squared"``, ``"kl"``, ``"one_sided"`` or a Penalty.
+        penalty: ``"squared"``, ``"l1"``, ``"kl"``, ``"one_sided"`` or a Penalty.
         gradient: ``"reverse"`` or ``"t2"``.
         targets_from: ``"rules"`` (the constraints' own targets), ``"labeled"``: estimated
             by :meth:`fit_targets` from the gold trees of the labeled training sentences
@@ -86,7 +88,8 @@ class GeneralizedExpectation(Objective):
             than this in the labeled sample (default :data:`~objectives.ge.counts.MIN_COUNT`).
         weighting: ``"uniform"`` (every constraint alike) or ``"count"`` (by child tag count).
         tolerance: the half-width of the penalty-free band around each target, in standard
-            errors of the batch rate (0: none); with ``"squared"`` or ``"one_sided"``.
+            errors of the batch rate (0: none); with ``"squared"``, ``"l1"`` or ``"one_sided"``.
+            A constraint's own ``tolerance`` (an absolute margin) widens its band to at least that.
 
     ``penalty`` and ``targets_from`` keep what was configured; the objects they name are
     :attr:`penalize` and :attr:`source`.
@@ -97,7 +100,7 @@ class GeneralizedExpectation(Objective):
     def __init__(
         self,
         constraints: Sequence[Constraint | dict | str] | str | Path,
-        penalty: Literal["squared", "kl", "one_sided"] | Penalty = "squared",
+        penalty: Literal["squared", "l1", "kl", "one_sided"] | Penalty = "squared",
         gradient: Literal["reverse", "t2"] = "reverse",
         targets_from: Literal["rules", "labeled", "teacher"] | TargetSource = "rules",
         min_count: int = MIN_COUNT,
@@ -124,6 +127,8 @@ class GeneralizedExpectation(Objective):
         self.process_group = None
         # NaN: no target yet (estimated by fit_targets) or too few words to estimate one
         self.register_buffer("targets", torch.tensor(self.source.initial(self.constraints)), persistent=False)
+        margins = [c.tolerance or 0.0 for c in self.constraints]
+        self.register_buffer("margins", torch.tensor(margins, dtype=self.targets.dtype), persistent=False)
         for name in (*(f"ids_{field}" for field in TENSOR_FIELDS), "tagged_ids"):
             self.register_buffer(name, None, persistent=False)
         self._class_layout: tuple = ()  # CompiledConstraints's host fields
@@ -159,9 +164,10 @@ class GeneralizedExpectation(Objective):
             batch_fires, batch_counts = gold_counts(ids, batch.heads, batch.upos, batch.lengths, self.num_tags,
                                                     getattr(batch, "labels", None))
             fires, counts = fires + batch_fires, counts + batch_counts
-        targets = rates(torch.as_tensor(fires), torch.as_tensor(counts), self.min_count)
+        targets = rates(torch.as_tensor(fires), torch.as_tensor(counts), self.min_count)[: len(self.constraints)]
         if targets.isnan().all():
-            raise ConfigurationError(f"no constraint's child tag has {self.min_count} or more words in the labeled sample")
+            raise ConfigurationError(f"no constraint is counted over {self.min_count} or more words (or arcs) in the "
+                                     "labeled sample")
         self.targets = targets.to(self.targets)
         return targets
 
@@ -218,7 +224,7 @@ class GeneralizedExpectation(Objective):
             if group is not None:
                 dist.all_reduce(stats, group=group)
         k = len(ids.child)
-        return rates(stats[:k], stats[k : 2 * k], 1)
+        return rates(stats[:k], denominators(ids, stats[:k], stats[k : 2 * k]), 1)[: len(self.constraints)]
 
     def _group(self):
         """The process group to sum batch counts over, or None for one process."""
@@ -238,13 +244,15 @@ class GeneralizedExpectation(Objective):
         return all_reduce(stats, group=group)
 
     def _loss(self, stats: Tensor, targets: Tensor) -> Tensor:
-        """The penalty from the batch statistics of
-        :func:`~objectives.ge.counts.statistics` ``(2K + 1,)`` and the targets ``(K,)``."""
-        k = len(self.constraints)
-        expected, counts = stats[:k], stats[k : 2 * k]
+        """The penalty from the batch statistics of :func:`~objectives.ge.counts.statistics`
+        ``(2K + 1,)`` (K: the compiled constraints, denominators included) and the targets of
+        the given constraints ``(K',)``."""
+        ids, k, given = self._ids(), len(self.ids_child), len(self.constraints)
+        expected = stats[:k]
+        counts = denominators(ids, expected, stats[k : 2 * k])[:given]  # per arc: differentiable
         valid = (counts > 0) & targets.isfinite()
         counts_kept = torch.where(valid, counts, 1.0)
-        return self._penalty(expected / counts_kept, self._weights(counts, valid), targets, counts_kept)
+        return self._penalty(expected[:given] / counts_kept, self._weights(counts, valid), targets, counts_kept)
 
     def _weights(self, counts: Tensor, valid: Tensor) -> Tensor:
         """Each constraint's weight ``(K,)`` from its child tag's batch count ``(K,)``; 0 where not ``valid``."""
@@ -253,11 +261,14 @@ class GeneralizedExpectation(Objective):
         kept = torch.where(valid, counts, 0.0)
         return kept / (kept.sum() / valid.sum().clamp_min(1)).clamp_min(1)
 
-    def _penalty(self, rates: Tensor, weights: Tensor, targets: Tensor, counts: Tensor) -> Tensor:
+    def _penalty(self, rates: Tensor, weights: Tensor, targets: Tensor, counts: Tensor,
+                 margins: Tensor | None = None) -> Tensor:
         """``sum_k weights_k penalty(rates_k, targets_k)``: all ``(K,)``, ``weights`` 0 where masked
-        out; ``counts``: the words each rate was measured on (> 0)."""
+        out; ``counts``: the words (or arcs) each rate was measured on (> 0); ``margins``: each
+        constraint's own tolerance (default: the constraints')."""
         targets = targets.to(rates.dtype).nan_to_num(0.5)  # masked out below; no NaN gradient
-        return torch.where(weights > 0, weights * self.penalize(rates, targets, counts), 0.0).sum()
+        margins = (self.margins if margins is None else margins).to(rates.dtype)
+        return torch.where(weights > 0, weights * self.penalize(rates, targets, counts, margins), 0.0).sum()
 
     def _check_tags(self, tags: Tensor) -> None:
         """Raise when the batch is untagged or there are no targets (checked on the first
@@ -285,12 +296,14 @@ class RuleCoverage(GeneralizedExpectation):
     """
 
     def __init__(self, constraints: Sequence[Constraint | dict | str] | str | Path, coverage: float,
-                 penalty: Literal["squared", "kl", "one_sided"] | Penalty = "one_sided",
+                 penalty: Literal["squared", "l1", "kl", "one_sided"] | Penalty = "one_sided",
                  gradient: Literal["reverse", "t2"] = "reverse") -> None:
         if not 0 < coverage <= 1:
             raise ConfigurationError(f"coverage must lie in (0, 1], got {coverage}")
         self.coverage = coverage
         super().__init__(constraints, penalty, gradient, targets_from=NoTargets())
+        if any(c.per != "child" for c in self.constraints):
+            raise ConfigurationError("coverage counts covered words: every rule's rate must be per child")
         if any(overlap(a, b) for i, a in enumerate(self.constraints) for b in self.constraints[i + 1 :]):
             raise ConfigurationError("coverage counts each covered arc once: the constraints must not overlap")
 
@@ -299,4 +312,4 @@ class RuleCoverage(GeneralizedExpectation):
         k = len(self.constraints)
         words = stats[2 * k].clamp_min(1).reshape(1)
         share = stats[:k].sum() / words
-        return self._penalty(share, share.new_ones(1), share.new_full((1,), self.coverage), words)
+        return self._penalty(share, share.new_ones(1), share.new_full((1,), self.coverage), words, share.new_zeros(1))

@@ -2,7 +2,8 @@
 constraints fire on the same arc (:func:`overlap`).
 
 Rules files are YAML: a mapping with a ``constraints`` list of :class:`Constraint` fields
-(see ``configs/rules/naseem_ud.yaml``).
+(see ``configs/rules/naseem_ud.yaml``); a language's statistics file (docs/usage.md) is one, each
+entry a rate with a tolerance.
 """
 
 from __future__ import annotations
@@ -14,21 +15,31 @@ import yaml
 
 from ..conventions import UD_RELATIONS, ConfigurationError
 
-__all__ = ["ROOT", "ANY", "SIDES", "FAR", "Constraint", "load_constraints", "covers", "overlap"]
+__all__ = ["ROOT", "ANY", "SIDES", "FAR", "PER", "Constraint", "load_constraints", "covers", "overlap", "denominator"]
 
 ROOT = "root"
 ANY = "any"  # a constraint's parent that is any word (not the root)
 SIDES = {None: 0, "left": 1, "right": 2}  # a constraint's direction -> index into the (either, left, right) side masks
 FAR = 2**31 - 1  # the upper end of a distance range without one
+PER = ("child", "head", "arc")  # what a constraint's rate is counted over (Constraint.per)
 
 
 @dataclass(frozen=True)
 class Constraint:
-    """A target for ``p(parent | child)``: the share of ``child`` words headed by ``parent``.
+    """A target rate for the arcs of a kind: by default ``p(parent | child)``, the share of
+    ``child`` words headed by ``parent``.
 
     Its feature fires on an arc h -> m when ``upos[h] == parent`` (``h >= 1`` for ``"any"``,
-    ``h == 0`` for ``"root"``), ``upos[m] == child``, and the arc has the direction, distance
-    and label given (each optional).
+    ``h == 0`` for ``"root"``), ``upos[m] == child`` (any word for ``"any"``), and the arc has
+    the direction, distance and label given (each optional). The rate is the expected number
+    of arcs firing it over (``per``):
+
+    - ``"child"``: the words of the child tag (``p(parent, side, ... | child)``);
+    - ``"head"``: the words of the parent tag (any word for ``"any"``): how many such
+      dependents a head has on average (valency; may exceed 1);
+    - ``"arc"``: the arcs of the same parent, child and label on either side at any distance
+      (the conditional form: ``p(side, distance | parent -label-> child)``, e.g. "an ADJ
+      precedes its NOUN head in 90% of such arcs"; see :func:`denominator`).
 
     Attributes:
         parent: a tag of the UPOS vocabulary, ``"any"`` for any word, or ``"root"`` for the
@@ -43,6 +54,9 @@ class Constraint:
         label: a UD relation: universal (``"obl"``: every label of that universal part,
             ``obl:tmod`` included) or with its subtype (``"obl:tmod"``: that label only), or
             ``None`` (any); not for root arcs (labeled ``root``).
+        per: ``"child"``, ``"head"`` or ``"arc"`` (above).
+        tolerance: a half-width around ``target`` within which the rate costs nothing (an
+            absolute margin, e.g. a bootstrap standard error), or ``None``: the loss's own.
 
     Tags are checked against the vocabulary the objective is set up with.
     """
@@ -53,6 +67,8 @@ class Constraint:
     direction: str | None = None
     distance: int | tuple[int, int | None] | None = None
     label: str | None = None
+    per: str = "child"
+    tolerance: float | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.parent, str) or not self.parent:
@@ -72,20 +88,49 @@ class Constraint:
                                          f"a :subtype, got {self.label!r}")
             if self.parent == ROOT:
                 raise ConfigurationError("root arcs are labeled root: leave the label out of root constraints")
-        if not isinstance(self.child, str) or not self.child or self.child in (ROOT, ANY):
-            raise ConfigurationError(f"child must be a UPOS tag, got {self.child!r}")
+        if not isinstance(self.child, str) or not self.child or self.child == ROOT:
+            raise ConfigurationError(f"child must be a UPOS tag or {ANY!r}, got {self.child!r}")
         if self.direction not in SIDES:
             raise ConfigurationError(f"direction must be 'left', 'right' or None, got {self.direction!r}")
-        if self.target is not None and not 0 <= self.target <= 1:
-            raise ConfigurationError(f"target must lie in [0, 1], got {self.target}")
+        if self.per not in PER:
+            raise ConfigurationError(f"per must be one of {', '.join(PER)}, got {self.per!r}")
+        if self.per != "child" and self.parent == ROOT:
+            raise ConfigurationError(f"a root constraint's rate is per child: leave out per: {self.per}")
+        if self.per == "arc" and self.direction is None and self.distance is None:
+            raise ConfigurationError("a rate per arc is the share of a side or distance among the arcs of its parent, "
+                                     "child and label: give a direction or a distance")
+        if self.target is not None and not (0 <= self.target and (self.per == "head" or self.target <= 1)):
+            raise ConfigurationError(f"target must lie in [0, 1]{' (>= 0 per head)' if self.per == 'head' else ''}, "
+                                     f"got {self.target}")
+        if self.tolerance is not None and not self.tolerance >= 0:
+            raise ConfigurationError(f"tolerance must be >= 0, got {self.tolerance}")
 
 
 def load_constraints(path: str | Path) -> list[Constraint]:
-    """Read a YAML rules file: a mapping with a ``constraints`` list of Constraint fields."""
-    rules = yaml.safe_load(Path(path).read_text())
+    """Read a YAML rules (or statistics) file: a mapping with a ``constraints`` list of
+    Constraint fields; or a facts file (a ``facts`` list: :mod:`objectives.ge.facts`)."""
+    rules = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    if isinstance(rules, dict) and "facts" in rules:
+        from .facts import facts_constraints  # facts are read into Constraints: imported here, not at the top
+
+        return facts_constraints(rules, path)
     if not isinstance(rules, dict) or not isinstance(rules.get("constraints"), list):
-        raise ConfigurationError(f"{path}: expected a mapping with a 'constraints' list")
-    return [Constraint(**rule) for rule in rules["constraints"]]
+        raise ConfigurationError(f"{path}: expected a mapping with a 'constraints' list (or a 'facts' list)")
+    constraints = []
+    for number, rule in enumerate(rules["constraints"], 1):
+        try:
+            constraints.append(Constraint(**rule))
+        except (TypeError, ConfigurationError) as error:
+            raise ConfigurationError(f"{path}: constraint {number} ({rule}): {error}") from None
+    return constraints
+
+
+def denominator(constraint: Constraint) -> Constraint | None:
+    """The constraint whose expected arcs a rate ``per: arc`` is counted over: the same parent,
+    child and label on either side at any distance; None for other rates."""
+    if constraint.per != "arc":
+        return None
+    return Constraint(constraint.parent, constraint.child, label=constraint.label)
 
 
 def covers(label: str, known: str) -> bool:
@@ -102,4 +147,5 @@ def overlap(a: Constraint, b: Constraint) -> bool:
     (lo_a, hi_a), (lo_b, hi_b) = a.distance or (1, None), b.distance or (1, None)
     distances = lo_a <= (hi_b or FAR) and lo_b <= (hi_a or FAR)
     labels = None in (a.label, b.label) or covers(a.label, b.label) or covers(b.label, a.label)
-    return a.child == b.child and parents and sides and distances and labels
+    children = a.child == b.child or ANY in (a.child, b.child)
+    return children and parents and sides and distances and labels

@@ -67,7 +67,8 @@ def fires(constraint, tags, h, m):
     lo, hi = constraint.distance or (1, None)
     head = parent == constraint.parent or constraint.parent == "any" and h > 0
     near = lo <= abs(h - m) and (hi is None or abs(h - m) <= hi)
-    return head and tags[m] == constraint.child and constraint.direction in (None, side) and near
+    child = constraint.child in (tags[m], "any")
+    return head and child and constraint.direction in (None, side) and near
 
 
 def label_weight(constraint, scores, b, h, m):
@@ -387,7 +388,12 @@ def test_constraints_from_dicts_and_the_setup_hook():
         ({"parent": "VERB", "child": "root", "target": 0.5}, "child"),
         ({"parent": "VERB", "child": "NOUN", "target": 1.5}, "target"),
         ({"parent": "VERB", "child": "NOUN", "target": 0.5, "direction": "up"}, "direction"),
-        ({"parent": "VERB", "child": "any", "target": 0.5}, "child"),
+        ({"parent": "VERB", "child": "NOUN", "target": 0.5, "per": "word"}, "per must be"),
+        ({"parent": "root", "child": "NOUN", "target": 0.5, "per": "head"}, "root constraint"),
+        ({"parent": "VERB", "child": "NOUN", "target": 0.5, "per": "arc"}, "give a direction or a distance"),
+        ({"parent": "VERB", "child": "NOUN", "target": 1.5, "per": "arc", "direction": "left"}, "target"),
+        ({"parent": "VERB", "child": "NOUN", "target": -0.1, "per": "head"}, "target"),
+        ({"parent": "VERB", "child": "NOUN", "target": 0.5, "tolerance": -0.1}, "tolerance"),
         ({"parent": "root", "child": "NOUN", "target": 0.5, "distance": 1}, "root arc has no distance"),
         ({"parent": "VERB", "child": "NOUN", "target": 0.5, "distance": 0}, "distance"),
         ({"parent": "VERB", "child": "NOUN", "target": 0.5, "distance": [3, 2]}, "distance"),
@@ -418,7 +424,7 @@ def test_untagged_batches_and_vocabularies_are_rejected():
 
 @pytest.mark.parametrize(
     "option, value",
-    [("penalty", "l1"), ("gradient", "forward"), ("targets_from", "oracle"), ("weighting", "inverse")],
+    [("penalty", "l2"), ("gradient", "forward"), ("targets_from", "oracle"), ("weighting", "inverse")],
 )
 def test_invalid_options(option, value):
     with pytest.raises(ValueError, match=f"{option} must be"):
@@ -549,7 +555,7 @@ def test_tolerance_needs_a_penalty_with_a_band():
 class Halved(Penalty):
     """A penalty of one's own: half the squared gap."""
 
-    def __call__(self, rates, targets, counts):
+    def __call__(self, rates, targets, counts, margins):
         return (rates - targets) ** 2 / 2
 
 
@@ -669,3 +675,104 @@ def test_teacher_targets_are_the_teachers_rates_on_the_batch(penalty, gradient, 
     assert loss.abs() < 1e-12 and arcs.grad.abs().max() < 1e-12
     with pytest.raises(ValueError, match="teacher"):
         objective(student, batch)
+
+
+# the rates of ESR's statistics: per head (valency: its target may exceed 1), per arc (a side or distance
+# given the parent, child and label: a ratio of expectations), a child "any" (every word),
+# each constraint with a margin of its own
+PER_CONSTRAINTS = [
+    Constraint("NOUN", "ADJ", 0.9, direction="left", per="arc", tolerance=0.05),
+    Constraint("any", "NOUN", 0.3, direction="right", distance=(2, None), per="arc"),
+    Constraint("VERB", "any", 1.4, per="head", tolerance=0.1),
+    Constraint("any", "any", 0.6, direction="left", per="child"),
+    Constraint("VERB", "any", 0.2, direction="right", distance=1, per="arc"),
+    Constraint("NOUN", "DET", 0.2, per="head"),
+    Constraint("root", "any", 0.2),
+]
+PER_LABELED = [Constraint("any", "NOUN", 0.5, direction="left", label="obl", per="arc", tolerance=0.02),
+               Constraint("VERB", "any", 0.3, label="nsubj", per="head")]
+
+
+def expected_arcs(scores, batch, constraint, multiroot):
+    """E[#arcs firing ``constraint``] over the batch, by enumeration."""
+    total = 0.0
+    for b, n, heads, log_p in sentences(scores, batch, multiroot):
+        tags = [UPOS_VOCAB[i] for i in batch.upos[b].tolist()]
+        per_tree = torch.tensor([sum(fires(constraint, tags, int(t[m]), m) * label_weight(constraint, scores, b, int(t[m]), m)
+                                     for m in range(1, n + 1)) for t in heads], dtype=torch.float64)
+        total += float((log_p.exp() * per_tree).sum())
+    return total
+
+
+def brute_per_rates(scores, batch, constraints, multiroot):
+    """Each rate as its ``per`` says, by enumeration: over the child's or the head's words, or
+    over the expected arcs of the same parent, child and label (both sides, any distance)."""
+    out = []
+    for c in constraints:
+        words = [UPOS_VOCAB[i] for b, n in enumerate(batch.lengths.tolist()) for i in batch.upos[b, 1 : n + 1].tolist()]
+        if c.per == "arc":
+            over = expected_arcs(scores, batch, Constraint(c.parent, c.child, label=c.label), multiroot)
+        else:
+            tag = c.child if c.per == "child" else c.parent
+            over = len(words) if tag == "any" else words.count(tag)
+        out.append(expected_arcs(scores, batch, c, multiroot) / over)
+    return out
+
+
+def brute_margin_penalty(rates, constraints, penalty):
+    total = 0.0
+    for p, c in zip(rates, constraints):
+        t = torch.tensor(c.target, dtype=torch.float32).item()
+        m = torch.tensor(c.tolerance or 0.0, dtype=torch.float32).item()
+        gap = max(abs(p - t) - m, 0.0)
+        total += gap ** 2 if penalty == "squared" else gap
+    return torch.tensor(total, dtype=torch.float64)
+
+
+@pytest.mark.parametrize("constraints", [PER_CONSTRAINTS, PER_LABELED], ids=["tags", "labels"])
+@pytest.mark.parametrize("multiroot", [False, True])
+@pytest.mark.parametrize("penalty", ["squared", "l1"])
+def test_rates_per_head_per_arc_and_any_child_match_brute_force(penalty, multiroot, constraints):
+    """Rates per head and per arc, children of any tag and each constraint's own margin: the
+    penalty against enumeration (float64), both gradient routes equal, and equal to finite
+    differences (the denominators of the rates per arc are differentiated too)."""
+    scores, batch = make_batch([5, 3, 4, 1])
+    rates = brute_per_rates(scores, batch, constraints, multiroot)
+    assert all(0 < r < 1 for r in rates)  # every statistic is measured (a target of 1.4 per head is far from its rate)
+    expected = brute_margin_penalty(rates, constraints, penalty)
+    assert expected > 1e-3  # some rate lies outside its band
+    grads = []
+    for gradient in ("reverse", "t2"):
+        objective = ready(GeneralizedExpectation(constraints, penalty, gradient), multiroot, labels=LABEL_VOCAB)
+        arcs, labels = scores.arcs.clone().requires_grad_(), scores.labels.clone().requires_grad_()
+        loss = objective(Scores(arcs, labels), batch)
+        torch.testing.assert_close(loss, expected, rtol=1e-10, atol=1e-12)
+        loss.backward()
+        grads.append((arcs.grad, labels.grad))
+    torch.testing.assert_close(grads[1], grads[0], rtol=0, atol=1e-12)
+    assert grads[0][0].abs().max() > 1e-3
+    assert_directional_derivative(lambda a: objective(Scores(a, scores.labels), batch), scores.arcs, grads[0][0])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_rates_per_arc_in_both_precisions_and_padding(dtype):
+    """The same statistics with float32 or float64 scores, and with a padded batch (a sentence
+    of one word among longer ones), agree with enumeration."""
+    scores, batch = make_batch([5, 1, 4])
+    rates = brute_per_rates(scores, batch, PER_CONSTRAINTS, multiroot=False)
+    assert all(0 < r < 1 for r in rates)
+    objective = ready(GeneralizedExpectation(PER_CONSTRAINTS, "l1"), labels=LABEL_VOCAB)
+    loss = objective(Scores(scores.arcs.to(dtype), scores.labels.to(dtype)), batch)
+    assert loss.dtype == dtype
+    tolerance = 1e-4 if dtype == torch.float32 else 1e-10
+    torch.testing.assert_close(loss.double(), brute_margin_penalty(rates, PER_CONSTRAINTS, "l1"), rtol=tolerance, atol=tolerance)
+
+
+def test_gold_rates_per_arc_and_per_head():
+    """Targets counted on gold trees: a side among the arcs of a tag pair, dependents per head."""
+    scores, batch = make_batch([5, 3, 4, 1])
+    gold = _gold_scores(batch)
+    constraints = [Constraint("any", "NOUN", direction="right", per="arc"), Constraint("VERB", "any", per="head"),
+                   Constraint("any", "any", direction="left")]
+    counted = estimate_targets(constraints, batch.heads, batch.upos, batch.lengths, UPOS_VOCAB, min_count=1)
+    torch.testing.assert_close(counted, torch.tensor(brute_per_rates(Scores(gold), batch, constraints, False), dtype=torch.float64))
