@@ -1,17 +1,10 @@
-"""Estimate the targets of the universal GE rules on UD dev sets and write the rules file;
-or write a feature family's rules with targets counted on any treebank's gold trees.
+"""Estimate the targets of the universal GE rules on UD dev sets and write the rules file.
 
     python3 -m benchmarks.ge_targets [--ud-root DIR] [--output configs/rules/naseem_ud.yaml]
         [--compare UD_English-EWT/en_ewt-ud-train.conllu]
-    python3 -m benchmarks.ge_targets --families tag_pairs distances --from UD_English-LinES/en_lines-ud-train.conllu \
-        [--skip 100] --output rates.yaml     # then GE with constraints: rates.yaml, targets_from: rules
 
-In the second form every constraint of the families (``tag_pairs``, ``distances``: the
-families of :data:`objectives.ge.FAMILIES` that need no label ids) gets
-its rate in the gold trees of the ``--from`` files, read in turn (each after its first
-``--skip`` sentences: with ``--skip 100`` on the training file of a 100-sentence run, the
-rates of its unlabeled rest, an oracle no real run has); those whose child tag has fewer
-than 10 words there are left out, as GE leaves them out of a labeled sample.
+A feature family's rates counted on any treebank's gold trees: ``treeexp statistics count``
+(:mod:`parser.statistics`).
 
 ``--ud-root`` defaults to ``$UD_DIR``, else ``<repo>/../shared/data/ud``.
 
@@ -26,16 +19,12 @@ coverage (the share of words whose gold arc some rule covers: the threshold of
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import math
 import os
 from collections.abc import Sequence
 from pathlib import Path
 
 import torch
-import yaml
-
-from objectives.ge import DISTANCES, FAMILIES, MIN_COUNT, TAG_PAIRS, Constraint, estimate_targets
+from objectives.ge import Constraint, estimate_targets
 from parser.data.batch import collate
 from parser.data.sentences import Sentence, read_conllu
 from parser.data.vocab import build_upos_vocab
@@ -100,53 +89,13 @@ def tree_tensors(sentences: Sequence[Sentence]) -> tuple[torch.Tensor, torch.Ten
     return batch.heads, batch.upos, batch.lengths
 
 
-def family_rules(families: Sequence[str], sentences: Sequence[Sentence]) -> list[Constraint]:
-    """The constraints of ``families`` with their rates in the gold trees of ``sentences`` as
-    targets, those with fewer than ``MIN_COUNT`` child words left out."""
-    constraints = [c for family in families for c in FAMILIES[family]()]
-    rates = estimate_targets(constraints, *tree_tensors(sentences), UPOS_VOCAB, min_count=MIN_COUNT)
-    return [dataclasses.replace(c, target=round(rate, 4)) for c, rate in zip(constraints, rates.tolist())
-            if not math.isnan(rate)]
-
-
-def rules_yaml(constraints: Sequence[Constraint], header: str) -> str:
-    """A rules file (:func:`objectives.ge.load_constraints` reads it back) with ``header`` as comments."""
-    entries = [{k: (list(v) if isinstance(v, tuple) else v) for k, v in dataclasses.asdict(c).items() if v is not None}
-               for c in constraints]
-    comments = "".join(f"# {line}\n" for line in header.splitlines())
-    return comments + yaml.safe_dump({"constraints": entries}, sort_keys=False, default_flow_style=None)
-
-
-def write_family_rates(args: argparse.Namespace) -> None:
-    """The second form of the module's command: one rules file, its header naming the command."""
-    sentences = [s for path in args.sources for s in read_conllu(args.ud_root / path)[args.skip:]]
-    rules = family_rules(args.families, sentences)
-    command = "python -m benchmarks.ge_targets " + " ".join(
-        ["--families", *args.families, "--from", *map(str, args.sources), "--skip", str(args.skip)])
-    header = (f"GE rules of {' + '.join(args.families)}, targets: rates in the gold trees of {len(sentences)} sentences\n"
-              f"({', '.join(map(str, args.sources))}, each after its first {args.skip}); {command}")
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(rules_yaml(rules, header), encoding="utf-8")
-    print(f"{len(rules)} constraints with targets from {len(sentences)} sentences -> {args.output}")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     default_root = Path(os.environ.get("UD_DIR", REPO.parent / "shared/data/ud"))
     parser.add_argument("--ud-root", type=Path, default=default_root, help="folder holding the UD_* treebanks")
     parser.add_argument("--output", type=Path, help="rules file to write (default: print the table only)")
     parser.add_argument("--compare", type=Path, help="a CoNLL-U file (under --ud-root) whose rates to print beside the mean")
-    parser.add_argument("--families", nargs="+", choices=[TAG_PAIRS, DISTANCES],
-                        help="write these families' rules, targets from the --from files, instead of the universal rules")
-    parser.add_argument("--from", dest="sources", nargs="+", type=Path, default=[],
-                        help="with --families: CoNLL-U files (under --ud-root) whose gold trees give the targets")
-    parser.add_argument("--skip", type=int, default=0, help="with --families: sentences left out at the start of each file")
     args = parser.parse_args()
-    if args.families:
-        if not args.sources or args.output is None:
-            parser.error("--families needs --from FILE ... and --output")
-        write_family_rates(args)
-        return
 
     rules = [Constraint(parent, child, target=0.0) for parent, child in NASEEM + EXTRA]
     languages, estimates, coverages = [], [], []

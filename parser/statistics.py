@@ -1,0 +1,137 @@
+"""A language's statistics for GE: one file format (a rules file whose every constraint is a
+rate with a tolerance, docs/usage.md#a-languages-statistics), written from what a user has.
+
+    treeexp statistics count TREES.conllu --trees 20 --output stats.yaml [--families label_sides pair_sides valency]
+    treeexp statistics facts configs/facts/wolof.yaml --output stats.yaml
+
+``count``: the rates of the first K trees (every tree without ``--trees``: with a whole
+treebank, the oracle a user never has, reported as such), each with a tolerance of
+``--z`` bootstrap standard errors (sentences resampled; Effland & Collins 2023's margins);
+rates counted over fewer than ``--min-count`` words or arcs are left out. ``facts``: a
+linguist's facts file (:mod:`objectives.ge.facts`) written out as the constraints GE reads.
+Either file is a GE term's ``constraints`` (``targets_from: rules``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+import shlex
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+import yaml
+
+from objectives.ge import FAMILIES, LABEL_SIDES, MIN_COUNT, PAIR_SIDES, VALENCY, Constraint
+from objectives.ge.compiled import compile_constraints
+from objectives.ge.counts import gold_counts, rates
+from objectives.ge.facts import read_facts
+
+from parser.cli import run_reporting_errors
+from parser.data.batch import collate
+from parser.data.sentences import Sentence, read_conllu
+from parser.data.vocab import build_label_vocab, build_upos_vocab
+
+UPOS_VOCAB = tuple(build_upos_vocab().itos)  # <pad>, <unk> (also `_`), the 17 UD tags
+DEFAULT_FAMILIES = (LABEL_SIDES, PAIR_SIDES, VALENCY)  # ESR's child-relation-side, head-child side, valency
+
+
+def counted_rates(constraints: Sequence[Constraint], sentences: Sequence[Sentence],
+                  min_count: int = MIN_COUNT) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each constraint's rate in the gold trees of ``sentences`` and the words or arcs it is
+    counted over: two ``(K,)`` float64, the rate NaN where that is below ``min_count``."""
+    labels = build_label_vocab(sentences)
+    batch = collate(sentences, build_upos_vocab(), labels)
+    ids = compile_constraints(constraints, UPOS_VOCAB, None, labels.itos)
+    fires, over = gold_counts(ids, batch.heads, batch.upos, batch.lengths, len(UPOS_VOCAB), batch.labels)
+    return rates(fires, over, min_count)[: len(constraints)], over[: len(constraints)]
+
+
+def counted_statistics(families: Sequence[str], sentences: Sequence[Sentence], min_count: int = MIN_COUNT,
+                       resamples: int = 200, z: float = 1.0, seed: int = 1) -> list[Constraint]:
+    """The constraints of ``families`` with their rates in ``sentences`` as targets and ``z``
+    standard errors as tolerances, those counted over too few words or arcs left out.
+
+    The standard error is the bootstrap's (``resamples`` resamplings of the sentences), at
+    least the binomial one of the rate smoothed by half a count, ``sqrt(q (1 - q) / n)`` with
+    ``q = (k + 1/2) / (n + 1)``: a rate never seen in a small sample (bootstrap error 0) is
+    not taken for exactly 0."""
+    constraints = [c for family in families for c in FAMILIES[family]()]
+    counted, over = counted_rates(constraints, sentences, min_count)
+    kept = [i for i, rate in enumerate(counted.tolist()) if not math.isnan(rate)]
+    constraints, counted, over = [constraints[i] for i in kept], counted[kept], over[kept]
+    generator = torch.Generator().manual_seed(seed)
+    draws = [counted_rates(constraints, [sentences[i] for i in torch.randint(len(sentences), (len(sentences),),
+                                                                              generator=generator).tolist()], 1)[0]
+             for _ in range(resamples)]
+    smoothed = ((counted * over + 0.5) / (over + 1)).clamp(max=1)
+    errors = (smoothed * (1 - smoothed) / over).sqrt()
+    if resamples > 1:
+        errors = errors.maximum(_nanstd(torch.stack(draws)))
+    return [dataclasses.replace(c, target=round(rate, 4), tolerance=round(z * error, 4))
+            for c, rate, error in zip(constraints, counted.tolist(), errors.tolist())]
+
+
+def _nanstd(draws: torch.Tensor) -> torch.Tensor:
+    """The standard deviation of each column ``(R, K) -> (K,)`` over its finite values (0 where fewer than two)."""
+    finite = draws.isfinite()
+    n = finite.sum(0)
+    mean = draws.nan_to_num(0.0).sum(0) / n.clamp_min(1)
+    squares = torch.where(finite, (draws - mean) ** 2, 0.0).sum(0)
+    return torch.where(n > 1, (squares / (n - 1).clamp_min(1)).sqrt(), 0.0)
+
+
+def statistics_yaml(constraints: Sequence[Constraint], header: str) -> str:
+    """A statistics (rules) file that :func:`objectives.ge.load_constraints` reads back, with
+    ``header`` as comments; a field at its default is left out."""
+    defaults = {f.name: f.default for f in dataclasses.fields(Constraint)}
+    entries = [{k: (list(v) if isinstance(v, tuple) else v) for k, v in dataclasses.asdict(c).items()
+                if v is not None and v != defaults[k]} for c in constraints]
+    comments = "".join(f"# {line}\n" for line in header.splitlines())
+    return comments + yaml.safe_dump({"constraints": entries}, sort_keys=False, default_flow_style=None, allow_unicode=True)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="treeexp statistics", description=__doc__.split("\n\n")[0])
+    sources = parser.add_subparsers(dest="source", required=True)
+    count = sources.add_parser("count", help="rates counted on annotated trees, tolerances from a bootstrap")
+    count.add_argument("trees", type=Path, nargs="+", help="CoNLL-U files with the trees, read in turn")
+    count.add_argument("--trees", dest="size", type=int, help="only the first K trees (default: all: an oracle)")
+    count.add_argument("--skip", type=int, default=0, help="trees left out at the start (before the first K)")
+    count.add_argument("--families", nargs="+", choices=sorted(FAMILIES), default=list(DEFAULT_FAMILIES))
+    count.add_argument("--min-count", type=int, default=MIN_COUNT, help="least words or arcs a rate is counted over")
+    count.add_argument("--resamples", type=int, default=200, help="bootstrap resamplings of the trees")
+    count.add_argument("--z", type=float, default=1.0, help="tolerance: this many bootstrap standard errors")
+    count.add_argument("--seed", type=int, default=1)
+    count.add_argument("--output", type=Path, required=True)
+    facts = sources.add_parser("facts", help="a linguist's facts file written out as constraints")
+    facts.add_argument("facts", type=Path)
+    facts.add_argument("--output", type=Path, required=True)
+    args = parser.parse_args(argv)
+    command = "treeexp statistics " + shlex.join(sys.argv[1:] if argv is None else argv)
+
+    def run() -> None:
+        if args.source == "facts":
+            constraints = read_facts(args.facts)
+            header = f"GE statistics from the facts of {args.facts}\n{command}"
+        else:
+            sentences = [s for path in args.trees for s in read_conllu(path)][args.skip:]
+            sentences = sentences[: args.size] if args.size is not None else sentences
+            if not sentences:
+                raise ValueError(f"no trees in {', '.join(map(str, args.trees))} after --skip {args.skip}")
+            constraints = counted_statistics(args.families, sentences, args.min_count, args.resamples, args.z, args.seed)
+            what = f"the first {args.size} trees" if args.size is not None else f"all {len(sentences)} trees (an oracle)"
+            header = (f"GE statistics of {' + '.join(args.families)}: rates in {what} of "
+                      f"{', '.join(map(str, args.trees))}, tolerance {args.z:g} bootstrap standard errors\n{command}")
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        args.output.write_text(statistics_yaml(constraints, header), encoding="utf-8")
+        print(f"{len(constraints)} statistics -> {args.output}")
+
+    run_reporting_errors(run)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,84 @@
+"""``treeexp statistics``: a language's statistics counted on K trees (bootstrap tolerances)
+or written from a facts file, in the one format GE reads back."""
+
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+from objectives.ge import FAMILIES, MIN_COUNT, load_constraints, read_facts
+from parser import statistics
+from parser.data.sentences import read_conllu
+
+WOLOF_DEV = "UD_Wolof-WTB/wo_wtb-ud-dev.conllu"
+
+
+@pytest.fixture(scope="module")
+def wolof_dev(ud_dir):
+    return read_conllu(ud_dir / WOLOF_DEV)
+
+
+def test_counted_rates_are_the_gold_rates_with_rare_ones_left_out(wolof_dev):
+    families = ["tag_pairs", "label_sides", "pair_sides", "valency"]
+    counted = statistics.counted_statistics(families, wolof_dev, resamples=0)
+    everything = [c for family in families for c in FAMILIES[family]()]
+    rates, over = statistics.counted_rates(everything, wolof_dev)
+    kept = [(c, rate, n) for c, rate, n in zip(everything, rates.tolist(), over.tolist()) if not math.isnan(rate)]
+    assert 0 < len(counted) == len(kept) < len(everything) and all(n >= MIN_COUNT for _, _, n in kept)
+    for rule, (constraint, rate, n) in zip(counted, kept):
+        assert (rule.parent, rule.child, rule.direction, rule.label, rule.per) == (
+            constraint.parent, constraint.child, constraint.direction, constraint.label, constraint.per)
+        assert rule.target == pytest.approx(rate, abs=5e-5)
+        q = min((rate * n + 0.5) / (n + 1), 1.0)  # a rate per head may exceed 1: then no floor
+        assert rule.tolerance == pytest.approx(math.sqrt(q * (1 - q) / n), abs=5e-5)  # no resampling: the floor
+    noun = sum(r.target for r in counted if r.child == "NOUN" and r.label is not None)  # label_sides: a distribution
+    assert 0.9 < noun <= 1 + 1e-3  # but for the relations too rare to keep
+    assert any(r.per == "head" and r.target > 1 for r in counted)  # some tag has more than one dependent on a side
+
+
+def test_bootstrap_tolerances_shrink_with_more_trees(wolof_dev):
+    few = {(c.child, c.label, c.direction): c for c in statistics.counted_statistics(["label_sides"], wolof_dev[:30], resamples=20)}
+    many = {(c.child, c.label, c.direction): c for c in statistics.counted_statistics(["label_sides"], wolof_dev[:240], resamples=20)}
+    shared = [key for key in few if key in many and 0.1 < many[key].target < 0.9]
+    assert shared
+    assert sum(few[k].tolerance > many[k].tolerance for k in shared) > 0.8 * len(shared)
+    again = statistics.counted_statistics(["label_sides"], wolof_dev[:30], resamples=20)
+    assert again == list(few.values())  # seeded
+
+
+def test_the_command_writes_a_file_ge_reads_back(ud_dir, tmp_path, capsys):
+    output = tmp_path / "stats.yaml"
+    statistics.main(["count", str(ud_dir / WOLOF_DEV), "--skip", "10", "--trees", "40", "--families", "tag_pairs",
+                     "distances", "--resamples", "20", "--output", str(output)])
+    wolof = read_conllu(ud_dir / WOLOF_DEV)[10:50]
+    assert load_constraints(output) == statistics.counted_statistics(["tag_pairs", "distances"], wolof, resamples=20)
+    text = output.read_text()
+    assert text.startswith("# GE statistics of tag_pairs + distances: rates in the first 40 trees")
+    assert "treeexp statistics count" in text and "-> " + str(output) in capsys.readouterr().out
+    statistics.main(["count", str(ud_dir / WOLOF_DEV), "--families", "valency", "--resamples", "0", "--output", str(output)])
+    assert "(an oracle)" in output.read_text().splitlines()[0]
+
+
+def test_facts_are_written_as_the_constraints_they_mean(tmp_path):
+    output = tmp_path / "facts_stats.yaml"
+    facts = Path(__file__).resolve().parents[1] / "configs" / "facts" / "welsh.yaml"
+    statistics.main(["facts", str(facts), "--output", str(output)])
+    assert load_constraints(output) == read_facts(facts)
+
+
+def test_bad_input_is_one_line(tmp_path, capsys):
+    missing = tmp_path / "none.conllu"
+    with pytest.raises(SystemExit) as raised:
+        statistics.main(["count", str(missing), "--output", str(tmp_path / "x.yaml")])
+    assert raised.value.code == 2 and capsys.readouterr().err.count("\n") == 1
+    empty = tmp_path / "empty.conllu"
+    empty.write_text("")
+    with pytest.raises(SystemExit):
+        statistics.main(["count", str(empty), "--output", str(tmp_path / "x.yaml")])
+    assert "empty file" in capsys.readouterr().err
+
+
+def test_counting_is_float64_and_needs_no_labels_for_tag_families(wolof_dev):
+    rates, over = statistics.counted_rates(FAMILIES["tag_pairs"](), wolof_dev[:5])
+    assert rates.dtype == torch.float64 and over.dtype == torch.float64
