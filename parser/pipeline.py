@@ -1,7 +1,10 @@
 """A recipe of several training runs as one command: trees (and raw text) of a language in, a
 saved parser and a table out.
 
-    python -m parser.pipeline configs/pipelines/new_language.yaml --treebank UD_Wolof-WTB --output runs/wolof [--test]
+    treeexp pipeline new_language --treebank UD_Wolof-WTB --output runs/wolof [--test]
+
+A shipped pipeline by its name (``new_language``: ``configs/pipelines/new_language.yaml``) or a
+pipeline file; its configs by path, or by the name of a shipped one (``configs/transfer.yaml``).
 
 A pipeline file lists stages, each an ordinary ``train.py fit`` (one per seed) in its own
 folder ``OUTPUT/<stage>/seed<S>``, or a choice between earlier stages::
@@ -45,7 +48,7 @@ from objectives.conventions import ConfigurationError
 
 from parser.cli import run_reporting_errors
 from parser.data.datamodule import DependencyDataModule
-from parser.runs import Run, RunFailed, config_path, fit, fit_command, mean_dev_las, shell_line
+from parser.runs import CONFIGS, Run, RunFailed, config_path, fit, fit_command, mean_dev_las, shell_line
 from parser.training.checkpoint import check_checkpoint_path
 from parser.training.callbacks import MONITOR
 
@@ -79,11 +82,21 @@ class Pipeline:
     results: dict[str, list[Run]] = field(default_factory=dict)
 
 
+def pipeline_path(name: str | Path) -> Path:
+    """A pipeline file as :func:`~parser.runs.config_path` finds it, or a shipped pipeline by its name."""
+    for candidate in (config_path(name), config_path(f"pipelines/{name}.yaml")):
+        if candidate.is_file():
+            return candidate
+    shipped = sorted(Path(file.name).stem for file in (CONFIGS / "pipelines").iterdir())
+    raise ConfigurationError(f"no pipeline file {name}, nor a shipped pipeline of that name ({', '.join(shipped)})")
+
+
 def read_pipeline(path: str | Path, until: str | None = None, seed: int | None = None) -> Pipeline:
-    """A pipeline file, checked: stage names once each, configs that exist, references to
-    earlier stages only, known keys; ConfigurationError names what is wrong. ``until``: its
-    stages up to that one, which is then the final one. ``seed``: the seed of every stage that
-    trains one parser (a stage of several seeds, an ensemble, keeps them)."""
+    """A pipeline file (or a shipped pipeline's name), checked: stage names once each, configs
+    that exist, references to earlier stages only, known keys; ConfigurationError names what is
+    wrong. ``until``: its stages up to that one, which is then the final one. ``seed``: the seed
+    of every stage that trains one parser (a stage of several seeds, an ensemble, keeps them)."""
+    path = pipeline_path(path)
     try:
         spec = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
     except yaml.YAMLError as error:
@@ -218,7 +231,7 @@ def best_run(runs: Sequence[Run]) -> Run:
 
 def main(argv: list[str] | None = None) -> None:
     cli = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    cli.add_argument("pipeline", help="a pipeline file (configs/pipelines/*.yaml)")
+    cli.add_argument("pipeline", help="a pipeline file, or the name of a shipped one (configs/pipelines/NAME.yaml)")
     cli.add_argument("--treebank", required=True, help="the target treebank's folder name, e.g. UD_Wolof-WTB")
     cli.add_argument("--root", default=None, help="the folder of UD treebanks (default: $UD_DIR, else data/ud)")
     cli.add_argument("--output", required=True, type=Path, help="the folder of every stage and of the final parser")

@@ -124,6 +124,19 @@ def test_a_wrong_pipeline_is_one_line_before_anything_trains(ud_dir, tmp_path, c
     assert not (tmp_path / "out").exists()
 
 
+def test_a_shipped_pipeline_is_found_by_name_with_its_configs_from_any_folder(ud_dir, tmp_path, capsys, monkeypatch):
+    root = str(ud_dir.resolve())
+    monkeypatch.chdir(tmp_path)
+    pipeline.main(["transfer", "--treebank", "UD_Wolof-WTB", "--root", root, "--output", "out", "--dry-run"])
+    lines = [shlex.split(line) for line in capsys.readouterr().out.splitlines() if "train.py" in line]
+    assert [line[line.index("--config") + 1] for line in lines[:2]] == [
+        str(runs.CONFIGS / "multilingual_base.yaml"), str(runs.CONFIGS / "transfer.yaml")]
+    with pytest.raises(SystemExit) as stop:
+        pipeline.main(["old_language", "--treebank", "UD_Wolof-WTB", "--root", root, "--output", "out"])
+    error = capsys.readouterr().err.strip()
+    assert stop.value.code == 2 and "nor a shipped pipeline of that name (new_language," in error and "\n" not in error
+
+
 def test_a_missing_treebank_or_given_checkpoint_is_one_line(ud_dir, tmp_path, capsys):
     path = tmp_path / "p.yaml"
     path.write_text("stages: [{name: a, config: configs/likelihood.yaml}]")
