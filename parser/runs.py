@@ -30,7 +30,8 @@ from parser.training.callbacks import MONITOR
 TRAIN = Path(__file__).resolve().parents[1] / "train.py"
 REPOSITORY = TRAIN.parent
 # The shipped configs, rules and pipelines: a checkout's own configs/ (run from it or installed
-# editable, even beside another checkout's install), else the package data it ships as (pyproject.toml)
+# editable, even beside another checkout's install; setuptools' editable finder does not import
+# parser.configs, a folder without __init__.py), else the package data it ships as (pyproject.toml)
 CONFIGS = REPOSITORY / "configs" if (REPOSITORY / "pyproject.toml").is_file() else resources.files("parser.configs")
 FINISHED = "finished.json"  # written in a run's folder when train.py ended well
 # A shipped recipe's one name -> its config in configs/ (train.py --objective NAME, the benchmarks)
