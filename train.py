@@ -2,6 +2,7 @@
 
     python train.py fit --config configs/likelihood.yaml [--trainer.max_steps 100 ...]
     python train.py --objective ge [overrides ...]     # = fit --config configs/ge.yaml
+    treeexp train fit --config configs/ge.yaml         # installed: shipped configs by name, from any folder
     python train.py test --config configs/likelihood.yaml --ckpt_path runs/likelihood/version_0/checkpoints/best.ckpt
 
 A ``fit`` writes everything under ``<default_root_dir>/<config name>/version_N/``: CSV and
@@ -30,6 +31,7 @@ from lightning.pytorch.plugins.io import CheckpointIO
 from lightning.pytorch.utilities import rank_zero_info
 
 from objectives.conventions import ConfigurationError
+from objectives.ge import FAMILIES
 
 from parser.training.callbacks import LAST_CHECKPOINT_MINUTES, MODE, MONITOR, StepProgressBar, default_callbacks
 from parser.cli import run_reporting_errors
@@ -37,12 +39,11 @@ from parser.training.precision import resolve_precision
 from parser.data.datamodule import DependencyDataModule
 from parser.model import Parser
 from parser.network.pretrained import resolve_model_path
-from parser.runs import RECIPES
+from parser.runs import RECIPES, config_path, recipe
 from parser.training.checkpoint import AtomicCheckpointIO, check_readable
 from parser.training.teacher import TeacherOptions
 
-CONFIGS = Path(__file__).resolve().parent / "configs"
-OBJECTIVE_CONFIGS = RECIPES  # one name per shipped recipe (parser.runs)
+OBJECTIVE_CONFIGS = RECIPES  # one name per shipped recipe (parser.runs), in CONFIGS
 SUBCOMMANDS = ("fit", "validate", "test", "predict")
 EARLY_STOPPING_PATIENCE = 5  # validations without a better dev LAS before training stops
 LEGACY_TEACHER = {"teacher_ema": "ema", "teacher_cache_mib": "cache_mib"}  # --model.OLD: --model.teacher.NEW
@@ -58,7 +59,9 @@ warnings.filterwarnings("ignore", message="LightningCLI's args parameter is inte
 
 def expand_objective(argv: list[str]) -> list[str]:
     """``--objective NAME`` anywhere in ``argv`` -> ``--config configs/<NAME>.yaml`` right
-    after the subcommand (``fit`` when there is none), before every other override."""
+    after the subcommand (``fit`` when there is none), before every other override; every
+    config by the file :func:`~parser.runs.config_path` finds (:func:`find_configs`)."""
+    argv = find_configs(argv)
     for i, arg in enumerate(argv):
         if arg == "--objective" or arg.startswith("--objective="):
             if "=" in arg:
@@ -71,7 +74,33 @@ def expand_objective(argv: list[str]) -> list[str]:
     if name not in OBJECTIVE_CONFIGS:
         raise ConfigurationError(f"--objective must be one of {', '.join(OBJECTIVE_CONFIGS)}, not {name!r}")
     command, rest = (rest[0], rest[1:]) if rest and rest[0] in SUBCOMMANDS else ("fit", rest)
-    return [command, "--config", str(CONFIGS / OBJECTIVE_CONFIGS[name]), *rest]
+    return [command, "--config", str(recipe(name)), *rest]
+
+
+def find_configs(argv: list[str]) -> list[str]:
+    """Each ``--config NAME`` (or ``--config=NAME``) of ``argv`` as the file
+    :func:`~parser.runs.config_path` finds (``configs/ge.yaml`` from any folder); any other
+    value (a missing file, YAML given inline) as it is."""
+    found: list[str] = []
+    for arg in argv:
+        key = "--config=" if arg.startswith("--config=") else "" if found[-1:] == ["--config"] else None
+        path = None if key is None else config_path(arg.removeprefix(key))
+        found.append(key + str(path) if path is not None and path.is_file() else arg)
+    return found
+
+
+def find_rules(terms: list | None) -> None:
+    """Each term's rules file (an objective's ``constraints`` that name no feature family) as
+    :func:`~parser.runs.config_path` finds it: ``configs/rules/naseem_ud.yaml`` from any folder."""
+    def found(item):
+        return str(config_path(item)) if isinstance(item, str) and item not in FAMILIES else item
+
+    for term in terms or []:
+        objective = term.get("objective")
+        arguments = objective.get("init_args") if isinstance(objective, Namespace) else None
+        given = arguments.get("constraints") if arguments else None
+        if given is not None:
+            arguments["constraints"] = [found(item) for item in given] if isinstance(given, list) else found(given)
 
 
 def run_name(config_paths: list) -> str:
@@ -115,6 +144,7 @@ class ParserCLI(LightningCLI):
     def before_instantiate_classes(self) -> None:
         config = self.config.get(self.subcommand, self.config) if self.subcommand else self.config
         check_encoder(config["model"]["encoder"])
+        find_rules(config["model"]["terms"])
         fold_legacy_teacher(config["model"])
         if config.get("precision_auto"):
             accelerator = str(config["trainer"].get("accelerator") or "auto")

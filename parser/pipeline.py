@@ -1,7 +1,10 @@
 """A recipe of several training runs as one command: trees (and raw text) of a language in, a
 saved parser and a table out.
 
-    python -m parser.pipeline configs/pipelines/new_language.yaml --treebank UD_Wolof-WTB --output runs/wolof [--test]
+    treeexp pipeline new_language --treebank UD_Wolof-WTB --output runs/wolof [--test]
+
+A shipped pipeline by its name (``new_language``: ``configs/pipelines/new_language.yaml``) or a
+pipeline file; its configs by path, or by the name of a shipped one (``configs/transfer.yaml``).
 
 A pipeline file lists stages, each an ordinary ``train.py fit`` (one per seed) in its own
 folder ``OUTPUT/<stage>/seed<S>``, or a choice between earlier stages::
@@ -28,14 +31,23 @@ printed (a rule chosen on dev only). A finished stage is reused, a stopped one r
 ``last.ckpt``; ``--given STAGE=CHECKPOINT`` takes a stage's parser from elsewhere (a
 multilingual base trained once for every language); ``--seed S`` runs the recipe again with
 another seed beside the first (the ensemble's runs reused); ``--dry-run`` prints the commands.
+
+A pipeline owns its ``OUTPUT``: one run at a time (``OUTPUT/pipeline.lock``), and a row per stage
+and seed in ``OUTPUT/runs.jsonl`` as each run ends (dev scores, test scores with ``--test``, CPU
+minutes, peak memory, commit and command), the file ``treeexp pipeline report OUTPUT`` prints::
+
+    treeexp pipeline report runs/wolof
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
+import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -45,10 +57,12 @@ from objectives.conventions import ConfigurationError
 
 from parser.cli import run_reporting_errors
 from parser.data.datamodule import DependencyDataModule
-from parser.runs import Run, RunFailed, config_path, fit, fit_command, mean_dev_las, shell_line
+from parser.runs import CONFIGS, Run, RunFailed, config_path, fit, fit_command, mean_dev_las, shell_line
 from parser.training.checkpoint import check_checkpoint_path
 from parser.training.callbacks import MONITOR
 
+RESULTS = "runs.jsonl"  # OUTPUT/runs.jsonl: a row per stage and seed, what `treeexp pipeline report` reads
+LOCK = "pipeline.lock"  # OUTPUT/pipeline.lock: the process id of the pipeline running in OUTPUT
 @dataclass(frozen=True)
 class Stage:
     """One step of a pipeline (see the module docstring for the fields)."""
@@ -79,11 +93,21 @@ class Pipeline:
     results: dict[str, list[Run]] = field(default_factory=dict)
 
 
+def pipeline_path(name: str | Path) -> Path:
+    """A pipeline file as :func:`~parser.runs.config_path` finds it, or a shipped pipeline by its name."""
+    for candidate in (config_path(name), config_path(f"pipelines/{name}.yaml")):
+        if candidate.is_file():
+            return candidate
+    shipped = sorted(Path(file.name).stem for file in (CONFIGS / "pipelines").iterdir())
+    raise ConfigurationError(f"no pipeline file {name}, nor a shipped pipeline of that name ({', '.join(shipped)})")
+
+
 def read_pipeline(path: str | Path, until: str | None = None, seed: int | None = None) -> Pipeline:
-    """A pipeline file, checked: stage names once each, configs that exist, references to
-    earlier stages only, known keys; ConfigurationError names what is wrong. ``until``: its
-    stages up to that one, which is then the final one. ``seed``: the seed of every stage that
-    trains one parser (a stage of several seeds, an ensemble, keeps them)."""
+    """A pipeline file (or a shipped pipeline's name), checked: stage names once each, configs
+    that exist, references to earlier stages only, known keys; ConfigurationError names what is
+    wrong. ``until``: its stages up to that one, which is then the final one. ``seed``: the seed
+    of every stage that trains one parser (a stage of several seeds, an ensemble, keeps them)."""
+    path = pipeline_path(path)
     try:
         spec = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
     except yaml.YAMLError as error:
@@ -156,6 +180,8 @@ def run(pipeline: Pipeline, treebank: str, output: Path, root: str | None = None
         if stage.name in given:
             results[stage.name] = [Run.of_checkpoint(check_checkpoint_path(given[stage.name]))]
             say(f"stage {i}/{len(pipeline.stages)} {stage.name}: given, {given[stage.name]}")
+            if not dry_run:
+                record(output, result_row(stage.name, None, results[stage.name][0]))
             continue
         if stage.choose and dry_run:
             results[stage.name] = results[stage.choose[0]]
@@ -184,7 +210,97 @@ def run(pipeline: Pipeline, treebank: str, output: Path, root: str | None = None
             say(f"stage {i}/{len(pipeline.stages)} {stage.name}, seed {seed}: dev LAS {dev.get(MONITOR, float('nan')):.2f} "
                 f"at step {dev.get('step', '?')} ({run_.directory})")
             results[stage.name].append(run_)
+            record(output, result_row(stage.name, seed, run_))
     return results
+
+
+def result_row(stage: str, seed: int | None, run_: Run) -> dict:
+    """A run's row of ``runs.jsonl``: stage, seed (None: given), checkpoint, dev scores, the
+    costs and provenance :func:`~parser.runs.fit` recorded (None for a parser trained elsewhere)."""
+    usage, provenance = run_.usage(), run_.provenance()
+    return {"stage": stage, "seed": seed, "checkpoint": str(run_.best), "dev": run_.dev(),
+            "cpu_minutes": round(usage["cpu_seconds"] / 60, 1) if usage else None,
+            "peak_rss_mib": round(usage["peak_rss_bytes"] / 2**20) if usage else None,
+            "commit": provenance.get("commit"), "command": provenance.get("command")}
+
+
+def read_rows(output: Path) -> list[dict]:
+    """The rows of ``output``'s ``runs.jsonl`` ([] before any)."""
+    path = output / RESULTS
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line] if path.is_file() else []
+
+
+def write_rows(output: Path, rows: Sequence[dict]) -> None:
+    """``output``'s ``runs.jsonl``, replaced whole (a reader never sees half of it)."""
+    partial = output / f"{RESULTS}.partial"
+    partial.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    partial.replace(output / RESULTS)
+
+
+def record(output: Path, row: dict) -> None:
+    """``row`` in ``output``'s ``runs.jsonl``, in the place of the row of its stage and seed if there is one."""
+    rows = read_rows(output)
+    key = (row["stage"], row["seed"])
+    at = next((i for i, old in enumerate(rows) if (old["stage"], old["seed"]) == key), len(rows))
+    write_rows(output, [*rows[:at], row, *rows[at + 1:]])
+
+
+def run_label(row: dict) -> str:
+    """A row's run as the table names it: ``seed<S>``, or ``given``."""
+    return "given" if row["seed"] is None else f"seed{row['seed']}"
+
+
+def report(rows: Sequence[dict]) -> str:
+    """A line per row: stage, run, dev LAS, test LAS (when scored), CPU minutes, peak MiB."""
+    tested = any("test" in row for row in rows)
+
+    def number(value: float | None, digits: int = 2) -> str:
+        return "-" if value is None else f"{value:.{digits}f}"
+
+    table = [["stage", "run", "dev LAS", *(["test LAS"] if tested else []), "CPU min", "peak MiB"]]
+    table += [[row["stage"], run_label(row), number(row["dev"].get(MONITOR)),
+               *([number(row.get("test", {}).get("las"))] if tested else []),
+               number(row["cpu_minutes"], 1), number(row["peak_rss_mib"], 0)] for row in rows]
+    widths = [max(len(line[i]) for line in table) for i in range(len(table[0]))]
+    return "\n".join("  ".join(cell.ljust(width) if i < 2 else cell.rjust(width)
+                               for i, (cell, width) in enumerate(zip(line, widths))) for line in table)
+
+
+@contextmanager
+def owning(output: Path) -> Iterator[None]:
+    """``output`` for this process alone while it runs: ``OUTPUT/pipeline.lock`` holds its process
+    id; a lock whose process is gone is taken over, one whose process lives is a ConfigurationError."""
+    output.mkdir(parents=True, exist_ok=True)
+    lock, mine = output / LOCK, output / f"{LOCK}.{os.getpid()}"
+    mine.write_text(f"{os.getpid()}\n")
+    try:
+        while True:
+            try:
+                os.link(mine, lock)  # atomic, and never a lock without its process id
+                break
+            except FileExistsError:
+                holder = int(lock.read_text().strip() or 0) if lock.is_file() else 0
+                if holder and alive(holder):
+                    raise ConfigurationError(f"{output} is taken by another treeexp pipeline (process {holder}): "
+                                             "wait for it to end, or give another --output") from None
+                lock.unlink(missing_ok=True)  # its process is gone
+    finally:
+        mine.unlink()
+    try:
+        yield
+    finally:
+        lock.unlink(missing_ok=True)
+
+
+def alive(process: int) -> bool:
+    """Whether the process of this id is running (on this machine)."""
+    try:
+        os.kill(process, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's
+    return True
 
 
 def test_scores(checkpoint: str | Path, test_file: Path, scratch: Path) -> dict[str, float]:
@@ -199,26 +315,17 @@ def test_scores(checkpoint: str | Path, test_file: Path, scratch: Path) -> dict[
     return {"uas": scores["uas"], "las": scores["las"]}
 
 
-def table(pipeline: Pipeline, test_file: Path | None, output: Path) -> str:
-    """A line per run: stage, seed folder, dev LAS, and test LAS when a test file is given."""
-    lines = ["stage        run                 dev LAS" + ("  test LAS" if test_file else "")]
-    for stage in pipeline.stages:
-        for run_ in pipeline.results[stage.name]:
-            name = "given" if run_.given else run_.directory.parts[-3]  # seed<S>
-            line = f"{stage.name:<12} {name:<19} {run_.dev().get(MONITOR, float('nan')):7.2f}"
-            if test_file:
-                line += f"  {test_scores(run_.best, test_file, output / 'test' / f'{stage.name}-{name}.conllu')['las']:8.2f}"
-            lines.append(line)
-    return "\n".join(lines)
-
-
 def best_run(runs: Sequence[Run]) -> Run:
     return max(runs, key=lambda r: r.dev().get(MONITOR, float("-inf")))
 
 
 def main(argv: list[str] | None = None) -> None:
-    cli = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    cli.add_argument("pipeline", help="a pipeline file (configs/pipelines/*.yaml)")
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["report"]:
+        return main_report(argv[1:])
+    cli = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                  epilog="treeexp pipeline report OUTPUT: the table of OUTPUT's runs")
+    cli.add_argument("pipeline", help="a pipeline file, or the name of a shipped one (configs/pipelines/NAME.yaml)")
     cli.add_argument("--treebank", required=True, help="the target treebank's folder name, e.g. UD_Wolof-WTB")
     cli.add_argument("--root", default=None, help="the folder of UD treebanks (default: $UD_DIR, else data/ud)")
     cli.add_argument("--output", required=True, type=Path, help="the folder of every stage and of the final parser")
@@ -239,20 +346,42 @@ def main(argv: list[str] | None = None) -> None:
             raise ConfigurationError(f"--given takes STAGE=CHECKPOINT, not {malformed[0]}")
         data = DependencyDataModule(args.treebank, root=args.root)
         data.paths("train")  # a missing treebank fails here, before anything trains
-        test_file = data.path("test") if args.test else None
-        try:
-            run(pipeline, args.treebank, args.output, args.root, args.dry_run, dict(g.split("=", 1) for g in args.given))
-        except RunFailed as error:
-            print(f"error: {error}", file=sys.stderr)
-            raise SystemExit(1) from None
+        given = dict(g.split("=", 1) for g in args.given)
         if args.dry_run:
+            run(pipeline, args.treebank, args.output, args.root, dry_run=True, given=given)
             return
-        from parser.model import Parser
+        with owning(args.output):
+            try:
+                run(pipeline, args.treebank, args.output, args.root, given=given)
+            except RunFailed as error:
+                print(f"error: {error}", file=sys.stderr)
+                raise SystemExit(1) from None
+            from parser.model import Parser
 
-        final = best_run(pipeline.results[pipeline.final])
-        saved = Parser.load(final.best).save(args.output / "parser")
-        print(table(pipeline, test_file, args.output))
-        print(f"final parser ({pipeline.final}, {final.directory}): {saved}")
+            final = best_run(pipeline.results[pipeline.final])
+            saved = Parser.load(final.best).save(args.output / "parser")
+            if args.test:
+                test_file, scratch = data.path("test"), args.output / "test"
+                write_rows(args.output, [row if "test" in row else {**row, "test": test_scores(
+                    row["checkpoint"], test_file, scratch / f"{row['stage']}-{run_label(row)}.conllu")}
+                    for row in read_rows(args.output)])
+            print(report(read_rows(args.output)))
+            print(f"final parser ({pipeline.final}, {final.directory}): {saved}")
+
+    run_reporting_errors(go)
+
+
+def main_report(argv: list[str]) -> None:
+    """``treeexp pipeline report OUTPUT``: the table of a pipeline's ``OUTPUT/runs.jsonl``."""
+    cli = argparse.ArgumentParser(prog="treeexp pipeline report", description=main_report.__doc__.split(": ")[1])
+    cli.add_argument("output", type=Path, help="a pipeline's --output folder")
+    cli.add_argument("--debug", action="store_true", help="show the full traceback of an error")
+    args = cli.parse_args(argv)
+
+    def go() -> None:
+        if not (rows := read_rows(args.output)):
+            raise ConfigurationError(f"no {args.output / RESULTS}: no run of a pipeline has ended in {args.output}")
+        print(report(rows))
 
     run_reporting_errors(go)
 

@@ -1,7 +1,8 @@
 """One way to run a run: ``python train.py fit`` in a process of its own, in a folder of its own,
 and what it leaves there (:class:`Run`). A folder's run that finished is reused; one that was
 stopped resumes from its ``last.ckpt``. Every shipped recipe has one name (``RECIPES``), the
-name ``train.py --objective`` and the benchmarks use."""
+name ``train.py --objective`` and the benchmarks use; every shipped config, rules or pipeline
+file is found by its name from any folder, in a checkout as in an install (:func:`config_path`)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date
+from importlib import resources
 from pathlib import Path
 
 import yaml
@@ -27,7 +29,10 @@ from parser.training.callbacks import MONITOR
 
 TRAIN = Path(__file__).resolve().parents[1] / "train.py"
 REPOSITORY = TRAIN.parent
-CONFIGS = REPOSITORY / "configs"
+# The shipped configs, rules and pipelines: a checkout's own configs/ (run from it or installed
+# editable, even beside another checkout's install; setuptools' editable finder does not import
+# parser.configs, a folder without __init__.py), else the package data it ships as (pyproject.toml)
+CONFIGS = REPOSITORY / "configs" if (REPOSITORY / "pyproject.toml").is_file() else resources.files("parser.configs")
 FINISHED = "finished.json"  # written in a run's folder when train.py ended well
 # A shipped recipe's one name -> its config in configs/ (train.py --objective NAME, the benchmarks)
 RECIPES = {
@@ -120,9 +125,16 @@ def recipe(name: str) -> Path:
 
 
 def config_path(name: str | Path) -> Path:
-    """A config as given, else under the repository (``configs/x.yaml`` from any folder)."""
+    """A config, rules or pipeline file: ``name`` where it is a file (a user's own wins), else the
+    shipped file of that name (``configs/ge.yaml`` or ``ge.yaml``, ``configs/rules/naseem_ud.yaml``)
+    from any folder, else ``name`` as given (for its error to name)."""
     path = Path(name)
-    return path if path.is_file() or path.is_absolute() else REPOSITORY / path
+    if path.is_file() or path.is_absolute():
+        return path
+    shipped = CONFIGS
+    for part in path.parts[1:] if path.parts[:1] == ("configs",) else path.parts:
+        shipped = shipped / part
+    return Path(shipped) if shipped.is_file() else path
 
 
 def commit() -> str:

@@ -14,6 +14,7 @@ import pytest
 
 import train
 from parser.data.sentences import read_conllu
+from parser.runs import CONFIGS
 
 REPO = Path(train.__file__).resolve().parent
 
@@ -41,7 +42,7 @@ def small(ud_dir, tmp_path_factory) -> Path:
 
 
 def common(tiny_bert_dir: Path, small: Path, config: str = "likelihood.yaml") -> list[str]:
-    return ["--config", str(train.CONFIGS / config), "--model.encoder", str(tiny_bert_dir),
+    return ["--config", str(CONFIGS / config), "--model.encoder", str(tiny_bert_dir),
             "--data.train", str(small), "--data.dev", str(small), "--data.batch_tokens", "300"]
 
 

@@ -8,6 +8,7 @@ import yaml
 
 import train
 from objectives.ge import BernoulliKL, LabeledTargets, OneSided, TeacherTargets
+from parser.runs import CONFIGS
 
 
 def test_penalties_and_target_sources_by_name_or_class_path(tiny_bert_dir):
@@ -18,7 +19,7 @@ def test_penalties_and_target_sources_by_name_or_class_path(tiny_bert_dir):
     names = {"constraints": "tag_pairs", "targets_from": "labeled", "penalty": "kl"}
     terms = [{"objective": {"class_path": "objectives.GeneralizedExpectation", "init_args": options}, "data": "unlabeled"}
              for options in (objects, names)]
-    cli = train.main(["--config", str(train.CONFIGS / "ge.yaml"), f"--model.terms={json.dumps(terms)}",
+    cli = train.main(["--config", str(CONFIGS / "ge.yaml"), f"--model.terms={json.dumps(terms)}",
                       "--model.encoder", str(tiny_bert_dir)], run=False)
     built, named = (t.objective for t in cli.model.terms.terms)
     assert built.penalize == OneSided(1.0) and isinstance(built.source, TeacherTargets) and built.needs_teacher

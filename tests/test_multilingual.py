@@ -18,6 +18,7 @@ from parser.model import Parser
 from parser.network import Heads, Network
 from parser.training.checkpoint import read
 from parser.training.warm_start import start_from
+from parser.runs import CONFIGS
 
 SOURCES = {"UD_A": "UD_Wolof-WTB", "UD_B": "UD_Welsh-CCG", "UD_C": "UD_Turkish-IMST"}
 
@@ -234,15 +235,15 @@ def test_a_base_with_treebank_vectors_trains_saves_and_passes_them_on(tiny_bert_
     ("transfer_student", ["Likelihood", "TagLikelihood", "Distillation"]),
     ("transfer_student_ge", ["Likelihood", "TagLikelihood", "Distillation", "GeneralizedExpectation"])])
 def test_the_transfer_recipes_instantiate_with_one_network(name, objectives, tiny_bert_dir):
-    cli = train.main(["--config", str(train.CONFIGS / f"{name}.yaml"), "--model.encoder", str(tiny_bert_dir)], run=False)
+    cli = train.main(["--config", str(CONFIGS / f"{name}.yaml"), "--model.encoder", str(tiny_bert_dir)], run=False)
     assert [type(t.objective).__name__ for t in cli.model.terms.terms] == objectives
-    base = train.main(["--config", str(train.CONFIGS / "multilingual_base.yaml"), "--model.encoder", str(tiny_bert_dir)],
+    base = train.main(["--config", str(CONFIGS / "multilingual_base.yaml"), "--model.encoder", str(tiny_bert_dir)],
                       run=False)
     assert cli.model.encoder_options == base.model.encoder_options and cli.model.heads == base.model.heads  # init fits
 
 
 def test_the_base_never_sees_a_target():
     import yaml
-    base = yaml.safe_load(open(train.CONFIGS / "multilingual_base.yaml"))["data"]["treebank"]
+    base = yaml.safe_load(open(CONFIGS / "multilingual_base.yaml"))["data"]["treebank"]
     targets = {"UD_Wolof-WTB", "UD_Vietnamese-VTB", "UD_Greek-GDT", "UD_Uyghur-UDT", "UD_Turkish-IMST", "UD_Welsh-CCG"}
     assert len(base) == 24 and not targets & set(base)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -124,6 +126,19 @@ def test_a_wrong_pipeline_is_one_line_before_anything_trains(ud_dir, tmp_path, c
     assert not (tmp_path / "out").exists()
 
 
+def test_a_shipped_pipeline_is_found_by_name_with_its_configs_from_any_folder(ud_dir, tmp_path, capsys, monkeypatch):
+    root = str(ud_dir.resolve())
+    monkeypatch.chdir(tmp_path)
+    pipeline.main(["transfer", "--treebank", "UD_Wolof-WTB", "--root", root, "--output", "out", "--dry-run"])
+    lines = [shlex.split(line) for line in capsys.readouterr().out.splitlines() if "train.py" in line]
+    assert [line[line.index("--config") + 1] for line in lines[:2]] == [
+        str(runs.CONFIGS / "multilingual_base.yaml"), str(runs.CONFIGS / "transfer.yaml")]
+    with pytest.raises(SystemExit) as stop:
+        pipeline.main(["old_language", "--treebank", "UD_Wolof-WTB", "--root", root, "--output", "out"])
+    error = capsys.readouterr().err.strip()
+    assert stop.value.code == 2 and "nor a shipped pipeline of that name (new_language," in error and "\n" not in error
+
+
 def test_a_missing_treebank_or_given_checkpoint_is_one_line(ud_dir, tmp_path, capsys):
     path = tmp_path / "p.yaml"
     path.write_text("stages: [{name: a, config: configs/likelihood.yaml}]")
@@ -186,3 +201,61 @@ def test_a_stopped_stage_resumes_from_its_last_checkpoint(tmp_path, monkeypatch)
     assert run.provenance()["command"].endswith(f"python train.py fit --config {REPO}/configs/likelihood.yaml "
                                                 f"--seed_everything 1 --trainer.default_root_dir {folder}")
     assert run.provenance()["commit"] and run.usage()["seconds"] == 1.0
+
+
+def fake_training(monkeypatch, las: float) -> None:
+    """train.py as a stand-in that leaves a run with dev LAS ``las`` in its folder, at once."""
+
+    def train(command, log, environment):
+        folder = Path(command[command.index("--trainer.default_root_dir") + 1])
+        run = folder / "likelihood" / "version_0"
+        (run / "checkpoints").mkdir(parents=True)
+        (run / "checkpoints" / "last.ckpt").write_bytes(b"")
+        (run / "metrics.csv").write_text(f"step,val/las,val/uas\n2,{las},{las + 10}\n")
+        return 0, {"seconds": 90.0, "cpu_seconds": 120.0, "peak_rss_bytes": 300 * 2**20}
+
+    monkeypatch.setattr(runs, "launch", train)
+
+
+def test_a_pipeline_writes_a_row_per_stage_and_seed_that_its_report_reads(tmp_path, monkeypatch, capsys):
+    path = tmp_path / "p.yaml"
+    path.write_text("stages: [{name: a, config: configs/likelihood.yaml, seeds: [1, 2]}]")
+    output = tmp_path / "out"
+    fake_training(monkeypatch, 40.0)
+    pipeline.run(pipeline.read_pipeline(path), "UD_Tiny", output, say=lambda line: None)
+    rows = pipeline.read_rows(output)
+    assert [(row["stage"], row["seed"]) for row in rows] == [("a", 1), ("a", 2)]
+    assert rows[0]["dev"] == {"step": 2, "val/las": 40.0, "val/uas": 50.0}
+    assert (rows[0]["cpu_minutes"], rows[0]["peak_rss_mib"]) == (2.0, 300) and rows[0]["commit"]
+    assert "python train.py fit --config" in rows[0]["command"] and rows[0]["checkpoint"].endswith("best.ckpt")
+    fake_training(monkeypatch, 45.0)  # seed 2 again, as --seed 2 would: its row replaced, the other kept
+    (output / "a" / "seed2" / runs.FINISHED).unlink()
+    shutil.rmtree(output / "a" / "seed2" / "likelihood")
+    pipeline.run(pipeline.read_pipeline(path, seed=2), "UD_Tiny", output, say=lambda line: None)
+    assert [(row["seed"], row["dev"]["val/las"]) for row in pipeline.read_rows(output)] == [(1, 40.0), (2, 45.0)]
+    pipeline.main(["report", str(output)])
+    table = capsys.readouterr().out.splitlines()
+    assert table[0].split() == ["stage", "run", "dev", "LAS", "CPU", "min", "peak", "MiB"]
+    assert [line.split() for line in table[1:]] == [["a", "seed1", "40.00", "2.0", "300"], ["a", "seed2", "45.00", "2.0", "300"]]
+    with pytest.raises(SystemExit) as stop:
+        pipeline.main(["report", str(tmp_path / "nowhere")])
+    assert stop.value.code == 2 and "no run of a pipeline has ended" in capsys.readouterr().err
+
+
+def test_a_second_pipeline_on_the_same_output_refuses_and_a_stale_lock_does_not_block(ud_dir, tmp_path, capsys):
+    path = tmp_path / "p.yaml"
+    path.write_text("stages: [{name: a, config: configs/likelihood.yaml}]")
+    output = tmp_path / "out"
+    output.mkdir()
+    (output / pipeline.LOCK).write_text(f"{os.getpid()}\n")  # a pipeline that runs
+    with pytest.raises(SystemExit) as stop:
+        pipeline.main([str(path), "--treebank", "UD_Wolof-WTB", "--root", str(ud_dir), "--output", str(output)])
+    error = capsys.readouterr().err.strip()
+    assert stop.value.code == 2 and f"taken by another treeexp pipeline (process {os.getpid()})" in error
+    assert "\n" not in error and not (output / "a").exists()
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    (output / pipeline.LOCK).write_text(f"{gone.pid}\n")  # one whose process died without removing it
+    with pipeline.owning(output):
+        assert (output / pipeline.LOCK).read_text() == f"{os.getpid()}\n"
+    assert list(output.iterdir()) == []  # released, nothing left behind

@@ -11,13 +11,14 @@ import yaml
 
 import train
 from objectives.conventions import ConfigurationError
-from objectives.ge import Constraint
+from objectives.ge import Constraint, load_constraints
 from objectives.schedule import Schedule
 from parser.evaluate import evaluate
 from parser.model import Parser
 from parser.predict import predict
 from parser.data.sentences import ConlluError, read_conllu
 from parser.training.teacher import TeacherOptions
+from parser.runs import CONFIGS
 
 
 def test_objective_short_form_expands_to_its_config():
@@ -94,7 +95,7 @@ def test_ge_feature_families_and_rules_from_the_command_line(tiny_bert_dir):
     rule = {"parent": "any", "child": "NOUN", "target": 0.3, "distance": [3, None], "label": "obl"}
     rules = {"class_path": "objectives.GeneralizedExpectation", "init_args": {"constraints": [rule]}}
     terms = [{"objective": families, "data": "unlabeled", "weight": 0.1}, {"objective": rules, "data": "unlabeled"}]
-    cli = train.main(["--config", str(train.CONFIGS / "ge.yaml"), f"--model.terms={json.dumps(terms)}",
+    cli = train.main(["--config", str(CONFIGS / "ge.yaml"), f"--model.terms={json.dumps(terms)}",
                       "--model.encoder", str(tiny_bert_dir)], run=False)
     first, second = (t.objective for t in cli.model.terms.terms)
     assert len(first.constraints) == 595 + 17 * 2 * 4 + 17 * 36
@@ -102,6 +103,16 @@ def test_ge_feature_families_and_rules_from_the_command_line(tiny_bert_dir):
     saved = yaml.safe_load(cli.parser.dump(cli.config))["model"]["terms"]
     assert saved[0]["objective"]["init_args"]["constraints"] == ["tag_pairs", "distances", "labels"]
     assert saved[1]["objective"]["init_args"]["constraints"][0]["distance"] == [3, None]
+
+
+def test_a_shipped_config_and_its_rules_file_are_found_by_name_from_any_folder(tiny_bert_dir, tmp_path, monkeypatch):
+    """``--config configs/ge_rules.yaml`` and the rules file it names (``configs/rules/naseem_ud.yaml``)
+    from a folder that has neither, as an installed parser runs."""
+    monkeypatch.chdir(tmp_path)
+    cli = train.main(train.expand_objective(["--config", "configs/ge_rules.yaml", "--model.encoder", str(tiny_bert_dir)]),
+                     run=False)
+    assert term(cli.model, "GeneralizedExpectation").objective.constraints == \
+        load_constraints(CONFIGS / "rules" / "naseem_ud.yaml")
 
 
 def test_readme_ge_recipe_parses(tiny_bert_dir, monkeypatch):
@@ -151,7 +162,7 @@ RECIPE_TERMS = {  # config -> its terms: (objective, data, weight)
 def test_low_resource_configs_are_the_reported_recipes(name, tiny_bert_dir):
     """Each config behind a row of docs/results/low_resource.jsonl instantiates with the
     recipe those rows ran with, and its header gives the command and the time it takes."""
-    path = train.CONFIGS / f"{name}.yaml"
+    path = CONFIGS / f"{name}.yaml"
     cli = train.main(["--config", str(path), "--model.encoder", str(tiny_bert_dir)], run=False)
     for group, values in LOW_RESOURCE_RECIPE.items():
         for key, value in values.items():
@@ -171,7 +182,7 @@ def test_the_multilingual_low_resource_config_is_the_self_distillation_student(t
     from a layer mix (mean-pooled subwords, dropout 0.1, scorer at lr 1e-3: the measured
     recipe's --train-args), word dropout 0.15 (a noisy student), the tagger, the exact KL over
     labeled trees on the unlabeled rest; the teacher is the user's (step 1 of its header)."""
-    path = train.CONFIGS / "low_resource_multilingual.yaml"
+    path = CONFIGS / "low_resource_multilingual.yaml"
     cli = train.main(["--config", str(path), "--model.teacher", "teacher.ckpt"], run=False)
     assert cli.model.hparams.encoder == "multilingual-e5-small" and cli.model.encoder_options.freeze == "embeddings"
     options = cli.model.encoder_options
@@ -191,7 +202,7 @@ def test_the_cli_default_objective_is_tree_likelihood(tiny_bert_dir):
 
 def test_small_treebank_config_is_the_reported_wolof_recipe(tiny_bert_dir):
     """configs/small_treebank.yaml builds the command of docs/experiments.md, section 3."""
-    cli = train.main(["--config", str(train.CONFIGS / "small_treebank.yaml"), "--model.encoder", str(tiny_bert_dir)],
+    cli = train.main(["--config", str(CONFIGS / "small_treebank.yaml"), "--model.encoder", str(tiny_bert_dir)],
                      run=False)
     options, model = cli.model.encoder_options, cli.model
     assert (options.layer_mix, options.characters, options.word_dropout, model.hparams.encoder_lr) == (True, 0, 0.15, 2e-4)
@@ -299,7 +310,7 @@ def test_smoke_train_predict_round_trip_with_shipped_minilm(ud_dir: Path, tmp_pa
     and score a file with the best checkpoint."""
     small = _slice(ud_dir, tmp_path, 48)
     cli = train.main([
-        "fit", "--config", str(train.CONFIGS / "likelihood.yaml"),
+        "fit", "--config", str(CONFIGS / "likelihood.yaml"),
         "--data.train", str(small), "--data.dev", str(small), "--data.batch_tokens", "600",
         "--trainer.max_steps", "3", "--trainer.limit_val_batches", "2",
         "--trainer.default_root_dir", str(tmp_path), "--trainer.enable_progress_bar", "false",
@@ -377,7 +388,7 @@ def test_every_spelling_of_the_teacher_reaches_the_model(args, options, tiny_ber
     """``--model.teacher`` takes a checkpoint, a list of them or the options; the options'
     older spellings ``--model.teacher_ema`` and ``--model.teacher_cache_mib`` still work, and
     the run's config.yaml holds them in their new place."""
-    cli = train.main(["--config", str(train.CONFIGS / "distill.yaml"), "--model.encoder", str(tiny_bert_dir), *args],
+    cli = train.main(["--config", str(CONFIGS / "distill.yaml"), "--model.encoder", str(tiny_bert_dir), *args],
                      run=False)
     assert cli.model.teacher == options
     assert "teacher_ema" not in cli.config.model and "teacher_cache_mib" not in cli.config.model
@@ -403,7 +414,7 @@ def test_a_checkpoint_of_the_flat_teacher_settings_loads_and_tests(tiny_bert_dir
     torch.save(state, old)
     assert Parser.load(old).teacher == TeacherOptions("t.ckpt", cache_mib=8)
     data = _slice(ud_dir, tmp_path, 10)
-    cli = train.main(["test", "--config", str(train.CONFIGS / "likelihood.yaml"), "--ckpt_path", str(old),
+    cli = train.main(["test", "--config", str(CONFIGS / "likelihood.yaml"), "--ckpt_path", str(old),
                       "--data.test", str(data), "--data.batch_tokens", "300", "--trainer.logger", "false",
                       "--trainer.enable_progress_bar", "false"])
     assert cli.model.teacher == TeacherOptions("t.ckpt", cache_mib=8) and "test/las" in cli.trainer.callback_metrics

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import pytest
 import yaml
@@ -19,6 +20,18 @@ def test_every_recipe_has_one_name_and_a_shipped_config():
         assert runs.recipe(name).is_file() and runs.recipe(name).name == file
     with pytest.raises(ConfigurationError, match="no recipe 'distill'"):
         runs.recipe("distill")
+
+
+def test_a_shipped_file_is_found_by_name_from_any_folder_and_a_users_own_file_wins(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for name, shipped in (("configs/ge.yaml", "ge.yaml"), ("ge.yaml", "ge.yaml"),
+                          ("configs/rules/naseem_ud.yaml", "rules/naseem_ud.yaml")):
+        assert runs.config_path(name) == runs.CONFIGS / shipped and runs.config_path(name).is_file()
+    assert runs.config_path("configs/nope.yaml") == Path("configs/nope.yaml")  # as given, for its error to name
+    (tmp_path / "configs").mkdir()
+    (tmp_path / "configs" / "ge.yaml").write_text("model: {}\n")
+    assert runs.config_path("configs/ge.yaml") == Path("configs/ge.yaml")
+    assert runs.recipe("ge") == Path("configs/ge.yaml")
 
 
 def test_a_fit_command_is_written_as_typed_in_the_repository(tmp_path):
