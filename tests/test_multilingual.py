@@ -233,7 +233,8 @@ def test_a_base_with_treebank_vectors_trains_saves_and_passes_them_on(tiny_bert_
     ("multilingual_base", ["Likelihood", "TagLikelihood"]), ("transfer", ["Likelihood", "TagLikelihood"]),
     ("transfer_full", ["Likelihood", "TagLikelihood"]),
     ("transfer_student", ["Likelihood", "TagLikelihood", "Distillation"]),
-    ("transfer_student_ge", ["Likelihood", "TagLikelihood", "Distillation", "GeneralizedExpectation"])])
+    ("transfer_student_ge", ["Likelihood", "TagLikelihood", "Distillation", "GeneralizedExpectation"]),
+    ("no_treebank", ["Distillation", "GeneralizedExpectation"])])
 def test_the_transfer_recipes_instantiate_with_one_network(name, objectives, tiny_bert_dir):
     cli = train.main(["--config", str(CONFIGS / f"{name}.yaml"), "--model.encoder", str(tiny_bert_dir)], run=False)
     assert [type(t.objective).__name__ for t in cli.model.terms.terms] == objectives

@@ -1,0 +1,156 @@
+"""A language with no treebank or a few trees, from the multilingual base: one run of a recipe
+on a target, its test scores as a row of ``docs/results/few_trees.jsonl``, and their table.
+
+    python -m benchmarks.few_trees run --treebank UD_Wolof-WTB --trees 0 --recipe ge_facts --seed 1 \
+        --base runs/base/multilingual_base/version_0/checkpoints/best.ckpt
+    python -m benchmarks.few_trees report
+
+Recipes (each the product's own configs, run by :func:`parser.runs.fit` in
+``runs/few/<treebank>/<trees>/<recipe>/seed<S>``):
+
+- ``zero_shot``: the base as it is (no training);
+- ``ge_facts`` (0 trees): ``configs/no_treebank.yaml`` with GE toward the target's facts file
+  (``configs/facts/<language>.yaml``, written from WALS, never from the treebank);
+- ``ge_oracle`` (0 trees): the same toward the whole training file's statistics (``treeexp
+  statistics count``: an oracle no user has, reported as such);
+- ``finetuned`` (K trees): ``configs/transfer.yaml`` on the first K trees, selected on the
+  first K dev trees (the protocol of Effland & Collins 2023: no more dev than labeled trees).
+
+A row: treebank, trees, recipe, seed, test UAS/LAS (CoNLL 2018 definitions), the selection
+step, CPU minutes and peak RSS of the training, and the commit and command that trained it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+import yaml
+
+from benchmarks.common import ROOT, portable, provenance, read_rows
+from parser import pipeline
+from parser.cli import run_reporting_errors
+from parser.data.datamodule import DependencyDataModule
+from parser.runs import Run, config_path, fit
+
+RESULTS = ROOT / "docs" / "results" / "few_trees.jsonl"
+RUNS = ROOT / "runs" / "few"
+RECIPES = ("zero_shot", "ge_facts", "ge_oracle", "finetuned")
+NO_TREEBANK = "configs/no_treebank.yaml"
+FINETUNED = "configs/transfer.yaml"
+
+
+def language(treebank: str) -> str:
+    """The facts file's name of a treebank's language: ``UD_Wolof-WTB`` -> ``wolof``."""
+    return treebank.removeprefix("UD_").split("-")[0].lower()
+
+
+def ge_terms(constraints: str) -> str:
+    """``configs/no_treebank.yaml``'s terms with the GE term's constraints replaced, as one
+    ``--model.terms`` value."""
+    terms = yaml.safe_load(config_path(NO_TREEBANK).read_text(encoding="utf-8"))["model"]["terms"]
+    for term in terms:
+        if term["objective"]["class_path"] == "objectives.GeneralizedExpectation":
+            term["objective"]["init_args"]["constraints"] = constraints
+    return yaml.safe_dump(terms, default_flow_style=True, width=10_000).strip()
+
+
+def oracle_statistics(treebank: str, root: str | None, folder: Path) -> Path:
+    """The whole training file's statistics (written once)."""
+    from parser import statistics as writer
+
+    path = folder / "oracle_statistics.yaml"
+    if not path.is_file():
+        train = DependencyDataModule(treebank, root=root).path("train")
+        writer.main(["count", str(train), "--resamples", "20", "--output", str(path)])
+    return path
+
+
+def train(treebank: str, trees: int, recipe: str, seed: int, base: Path, root: str | None, folder: Path) -> Run:
+    """Train one recipe's parser (reused when it finished before)."""
+    data = ["--data.treebank", treebank, "--seed_everything", str(seed), "--data.seed", str(seed),
+            *(["--data.root", root] if root else [])]
+    if recipe == "finetuned":
+        return fit(config_path(FINETUNED), [*data, "--data.labeled_size", str(trees), "--data.dev_size", str(trees),
+                                            "--model.init", str(base)], folder)
+    constraints = (str(config_path(f"configs/facts/{language(treebank)}.yaml")) if recipe == "ge_facts"
+                   else str(oracle_statistics(treebank, root, folder.parent)))
+    return fit(config_path(NO_TREEBANK), [*data, "--model.init", str(base), "--model.teacher", str(base),
+                                          "--model.terms", ge_terms(constraints)], folder)
+
+
+def run(treebank: str, trees: int, recipe: str, seed: int, base: Path, root: str | None, results: Path,
+        arguments: list[str]) -> dict:
+    """One row: the recipe's parser (the base for ``zero_shot``, the row's command then this
+    module's ``arguments``) scored on the target's test file."""
+    if (recipe in ("ge_facts", "ge_oracle")) != (trees == 0):
+        raise ValueError(f"{recipe} is a recipe for {'no tree' if trees else 'K > 0 trees'}")
+    folder = RUNS / treebank / str(trees) / recipe / f"seed{seed}"
+    row = {"treebank": treebank, "trees": trees, "recipe": recipe, "seed": seed}
+    if recipe == "zero_shot":
+        checkpoint = base
+        row.update(provenance(["-m", "benchmarks.few_trees", *arguments]))
+    else:
+        parser = train(treebank, trees, recipe, seed, base, root, folder)
+        checkpoint = parser.best if parser.best.is_file() else parser.last  # no tree: no dev, the last step
+        usage = parser.usage()
+        row.update({"step": parser.dev().get("step", parser.steps()),
+                    "cpu_minutes": round(usage.get("cpu_seconds", float("nan")) / 60, 1),
+                    "peak_rss_mib": round(usage.get("peak_rss_bytes", float("nan")) / 2**20), **parser.provenance()})
+    test = DependencyDataModule(treebank, root=root).path("test")
+    scores = pipeline.test_scores(checkpoint, test, folder / "test.conllu")
+    row.update({"test_uas": round(scores["uas"], 2), "test_las": round(scores["las"], 2)})
+    row = portable(row)
+    results.parent.mkdir(parents=True, exist_ok=True)
+    with open(results, "a", encoding="utf-8") as lines:
+        lines.write(json.dumps(row) + "\n")
+    return row
+
+
+def report(results: Path) -> str:
+    """Mean test LAS (UAS) over seeds of each recipe, a row per treebank and number of trees."""
+    rows = read_rows(results)
+    cells: dict[tuple[str, int], dict[str, list[dict]]] = {}
+    for row in rows:
+        cells.setdefault((row["treebank"], row["trees"]), {}).setdefault(row["recipe"], []).append(row)
+    recipes = [r for r in RECIPES if any(r in cell for cell in cells.values())]
+    lines = ["| treebank | trees | " + " | ".join(recipes) + " |", "|---|---:|" + "---:|" * len(recipes)]
+    for (treebank, trees), cell in sorted(cells.items()):
+        def shown(recipe: str) -> str:
+            found = cell.get(recipe, [])
+            if not found:
+                return ""
+            las, uas = (statistics.mean(r[key] for r in found) for key in ("test_las", "test_uas"))
+            return f"{las:.2f} ({uas:.2f}){f' n={len(found)}' if len(found) > 1 else ''}"
+        lines.append(f"| {treebank} | {trees} | " + " | ".join(shown(r) for r in recipes) + " |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    one = commands.add_parser("run", help="train (or take) one recipe's parser on a target and record its row")
+    one.add_argument("--treebank", required=True)
+    one.add_argument("--trees", type=int, required=True)
+    one.add_argument("--recipe", choices=RECIPES, required=True)
+    one.add_argument("--seed", type=int, default=1)
+    one.add_argument("--base", type=Path, required=True, help="the multilingual base's checkpoint")
+    one.add_argument("--data-root", help="folder of the UD treebanks (default: $UD_DIR)")
+    one.add_argument("--results", type=Path, default=RESULTS)
+    table = commands.add_parser("report", help="the table of the recorded rows")
+    table.add_argument("--results", type=Path, default=RESULTS)
+    argv = sys.argv[1:] if argv is None else argv
+    args = parser.parse_args(argv)
+    if args.command == "report":
+        print(report(args.results))
+        return
+    row = run_reporting_errors(lambda: run(args.treebank, args.trees, args.recipe, args.seed, args.base,
+                                           args.data_root, args.results, argv))
+    print(json.dumps(row))
+
+
+if __name__ == "__main__":
+    main()
