@@ -43,6 +43,7 @@ from parser.runs import RECIPES, config_path, recipe
 from parser.training.checkpoint import AtomicCheckpointIO, check_readable
 from parser.training.teacher import TeacherOptions
 
+STATISTICS = "statistics"  # a GE term's constraints that are the file of --statistics
 OBJECTIVE_CONFIGS = RECIPES  # one name per shipped recipe (parser.runs), in CONFIGS
 SUBCOMMANDS = ("fit", "validate", "test", "predict")
 EARLY_STOPPING_PATIENCE = 5  # validations without a better dev LAS before training stops
@@ -89,10 +90,16 @@ def find_configs(argv: list[str]) -> list[str]:
     return found
 
 
-def find_rules(terms: list | None) -> None:
+def find_rules(terms: list | None, statistics: str | None = None) -> None:
     """Each term's rules file (an objective's ``constraints`` that name no feature family) as
-    :func:`~parser.runs.config_path` finds it: ``configs/rules/naseem_ud.yaml`` from any folder."""
+    :func:`~parser.runs.config_path` finds it: ``configs/rules/naseem_ud.yaml`` from any folder;
+    ``statistics`` (:data:`STATISTICS`) stands for the file of ``--statistics``."""
     def found(item):
+        if item == STATISTICS:
+            if statistics is None:
+                raise ConfigurationError("a GE term reads the language's statistics: give --statistics FILE (a "
+                                         "statistics or facts file, docs/usage.md#a-languages-statistics)")
+            item = statistics
         return str(config_path(item)) if isinstance(item, str) and item not in FAMILIES else item
 
     for term in terms or []:
@@ -125,6 +132,11 @@ class ParserCLI(LightningCLI):
                  "passed since the last one (0: only at validations and signals)",
         )
         parser.add_argument(
+            "--statistics", type=str | None, default=None,
+            help="the language's statistics or facts file (treeexp statistics; configs/facts/): the constraints of "
+                 "every GE term whose constraints are `statistics` (configs/no_treebank.yaml)",
+        )
+        parser.add_argument(
             "--precision_auto", type=bool, default=False,
             help="choose --trainer.precision when the run starts: bf16-mixed where the processor does bf16 "
                  "arithmetic (a CPU with AVX512-BF16 or AMX, a GPU that has it), 32-true elsewhere (bf16 "
@@ -144,7 +156,7 @@ class ParserCLI(LightningCLI):
     def before_instantiate_classes(self) -> None:
         config = self.config.get(self.subcommand, self.config) if self.subcommand else self.config
         check_encoder(config["model"]["encoder"])
-        find_rules(config["model"]["terms"])
+        find_rules(config["model"]["terms"], config.get("statistics"))
         fold_legacy_teacher(config["model"])
         if config.get("precision_auto"):
             accelerator = str(config["trainer"].get("accelerator") or "auto")

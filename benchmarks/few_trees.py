@@ -28,8 +28,6 @@ import statistics
 import sys
 from pathlib import Path
 
-import yaml
-
 from benchmarks.common import ROOT, portable, provenance, read_rows
 from parser import pipeline
 from parser.cli import run_reporting_errors
@@ -46,16 +44,6 @@ FINETUNED = "configs/transfer.yaml"
 def language(treebank: str) -> str:
     """The facts file's name of a treebank's language: ``UD_Wolof-WTB`` -> ``wolof``."""
     return treebank.removeprefix("UD_").split("-")[0].lower()
-
-
-def ge_terms(constraints: str) -> str:
-    """``configs/no_treebank.yaml``'s terms with the GE term's constraints replaced, as one
-    ``--model.terms`` value."""
-    terms = yaml.safe_load(config_path(NO_TREEBANK).read_text(encoding="utf-8"))["model"]["terms"]
-    for term in terms:
-        if term["objective"]["class_path"] == "objectives.GeneralizedExpectation":
-            term["objective"]["init_args"]["constraints"] = constraints
-    return yaml.safe_dump(terms, default_flow_style=True, width=10_000).strip()
 
 
 def oracle_statistics(treebank: str, root: str | None, folder: Path) -> Path:
@@ -79,7 +67,7 @@ def train(treebank: str, trees: int, recipe: str, seed: int, base: Path, root: s
     constraints = (str(config_path(f"configs/facts/{language(treebank)}.yaml")) if recipe == "ge_facts"
                    else str(oracle_statistics(treebank, root, folder.parent)))
     return fit(config_path(NO_TREEBANK), [*data, "--model.init", str(base), "--model.teacher", str(base),
-                                          "--model.terms", ge_terms(constraints)], folder)
+                                          "--statistics", constraints], folder)
 
 
 def run(treebank: str, trees: int, recipe: str, seed: int, base: Path, root: str | None, results: Path,

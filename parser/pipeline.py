@@ -162,9 +162,11 @@ def stage_overrides(stage: Stage, seed: int, treebank: str, root: str | None,
 
 
 def run(pipeline: Pipeline, treebank: str, output: Path, root: str | None = None, dry_run: bool = False,
-        given: dict[str, str] | None = None, say: Callable[[str], None] = print) -> dict[str, list[Run]]:
+        given: dict[str, str] | None = None, say: Callable[[str], None] = print,
+        statistics: str | None = None) -> dict[str, list[Run]]:
     """Run (or with ``dry_run`` print) every stage in order, but those ``given`` (stage ->
-    checkpoint); the runs of each stage."""
+    checkpoint); the runs of each stage. ``statistics``: the language's statistics or facts
+    file, passed to every training run (``train.py --statistics``)."""
     results = pipeline.results
     given = given or {}
     if unknown := sorted(set(given) - {s.name for s in pipeline.stages}):
@@ -198,7 +200,8 @@ def run(pipeline: Pipeline, treebank: str, output: Path, root: str | None = None
         results[stage.name] = []
         for seed in stage.seeds:
             folder = output / stage.name / f"seed{seed}"
-            overrides = stage_overrides(stage, seed, treebank, root, checkpoints)
+            overrides = [*stage_overrides(stage, seed, treebank, root, checkpoints),
+                         *(["--statistics", statistics] if statistics else [])]
             configs = [config_path(name) for name in stage.configs()]
             if dry_run:
                 say(shell_line(fit_command(configs[0], overrides, folder)))
@@ -336,6 +339,9 @@ def main(argv: list[str] | None = None) -> None:
                      help="the seed of every stage that trains one parser, for another run of the recipe in the same "
                           "--output (an ensemble's seeds stay, and its finished runs are reused)")
     cli.add_argument("--until", default=None, metavar="STAGE", help="stop after this stage")
+    cli.add_argument("--statistics", default=None, metavar="FILE",
+                     help="the language's statistics or facts file, for the stages whose GE reads it "
+                          "(configs/facts/; treeexp statistics)")
     cli.add_argument("--dry-run", action="store_true", help="print the train.py commands, train nothing")
     cli.add_argument("--debug", action="store_true", help="show the full traceback of an error")
     args = cli.parse_args(argv)
@@ -348,11 +354,11 @@ def main(argv: list[str] | None = None) -> None:
         data.paths("train")  # a missing treebank fails here, before anything trains
         given = dict(g.split("=", 1) for g in args.given)
         if args.dry_run:
-            run(pipeline, args.treebank, args.output, args.root, dry_run=True, given=given)
+            run(pipeline, args.treebank, args.output, args.root, dry_run=True, given=given, statistics=args.statistics)
             return
         with owning(args.output):
             try:
-                run(pipeline, args.treebank, args.output, args.root, given=given)
+                run(pipeline, args.treebank, args.output, args.root, given=given, statistics=args.statistics)
             except RunFailed as error:
                 print(f"error: {error}", file=sys.stderr)
                 raise SystemExit(1) from None

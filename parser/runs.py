@@ -70,7 +70,12 @@ class Run:
 
     @property
     def best(self) -> Path:
-        return self.given or self.directory / "checkpoints" / "best.ckpt"
+        """The parser it gives: its best dev checkpoint, or the last of a run that never validated
+        (no dev trees: a fixed number of steps)."""
+        if self.given:
+            return self.given
+        best = self.directory / "checkpoints" / "best.ckpt"
+        return self.last if not best.is_file() and self.last.is_file() else best
 
     @property
     def last(self) -> Path:

@@ -12,6 +12,7 @@ import torch
 
 import train
 from objectives.conventions import ConfigurationError
+from objectives.ge import load_constraints
 from parser.data.datamodule import DependencyDataModule
 from parser.data.sentences import read_conllu, write_conllu
 from parser.model import Parser
@@ -236,8 +237,14 @@ def test_a_base_with_treebank_vectors_trains_saves_and_passes_them_on(tiny_bert_
     ("transfer_student_ge", ["Likelihood", "TagLikelihood", "Distillation", "GeneralizedExpectation"]),
     ("no_treebank", ["Distillation", "GeneralizedExpectation"])])
 def test_the_transfer_recipes_instantiate_with_one_network(name, objectives, tiny_bert_dir):
-    cli = train.main(["--config", str(CONFIGS / f"{name}.yaml"), "--model.encoder", str(tiny_bert_dir)], run=False)
+    statistics = ["--statistics", "configs/facts/wolof.yaml"] if name == "no_treebank" else []
+    cli = train.main(["--config", str(CONFIGS / f"{name}.yaml"), "--model.encoder", str(tiny_bert_dir), *statistics],
+                     run=False)
     assert [type(t.objective).__name__ for t in cli.model.terms.terms] == objectives
+    if statistics:  # the GE term reads the file of --statistics
+        assert cli.model.terms.terms[-1].objective.constraints == load_constraints(CONFIGS / "facts" / "wolof.yaml")
+        with pytest.raises(ConfigurationError, match="give --statistics FILE"):
+            train.main(["--config", str(CONFIGS / f"{name}.yaml"), "--model.encoder", str(tiny_bert_dir)], run=False)
     base = train.main(["--config", str(CONFIGS / "multilingual_base.yaml"), "--model.encoder", str(tiny_bert_dir)],
                       run=False)
     assert cli.model.encoder_options == base.model.encoder_options and cli.model.heads == base.model.heads  # init fits

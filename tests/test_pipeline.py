@@ -139,6 +139,17 @@ def test_a_shipped_pipeline_is_found_by_name_with_its_configs_from_any_folder(ud
     assert stop.value.code == 2 and "nor a shipped pipeline of that name (new_language," in error and "\n" not in error
 
 
+def test_no_treebank_passes_the_languages_statistics_to_its_ge_stage(ud_dir, tmp_path, capsys, monkeypatch):
+    root = str(ud_dir.resolve())
+    monkeypatch.chdir(tmp_path)
+    pipeline.main(["no_treebank", "--treebank", "UD_Wolof-WTB", "--root", root, "--output", "out",
+                   "--statistics", "configs/facts/wolof.yaml", "--dry-run"])
+    base, ge = [shlex.split(line) for line in capsys.readouterr().out.splitlines() if "train.py" in line]
+    assert ge[ge.index("--config") + 1] == str(runs.CONFIGS / "no_treebank.yaml")
+    assert ge[ge.index("--statistics") + 1] == "configs/facts/wolof.yaml"
+    assert ge[ge.index("--model.init") + 1] == ge[ge.index("--model.teacher") + 1]  # the base starts and teaches
+
+
 def test_a_missing_treebank_or_given_checkpoint_is_one_line(ud_dir, tmp_path, capsys):
     path = tmp_path / "p.yaml"
     path.write_text("stages: [{name: a, config: configs/likelihood.yaml}]")
@@ -210,7 +221,8 @@ def fake_training(monkeypatch, las: float) -> None:
         folder = Path(command[command.index("--trainer.default_root_dir") + 1])
         run = folder / "likelihood" / "version_0"
         (run / "checkpoints").mkdir(parents=True)
-        (run / "checkpoints" / "last.ckpt").write_bytes(b"")
+        for name in ("last.ckpt", "best.ckpt"):  # it validated: a best checkpoint
+            (run / "checkpoints" / name).write_bytes(b"")
         (run / "metrics.csv").write_text(f"step,val/las,val/uas\n2,{las},{las + 10}\n")
         return 0, {"seconds": 90.0, "cpu_seconds": 120.0, "peak_rss_bytes": 300 * 2**20}
 

@@ -68,3 +68,13 @@ def test_a_failed_run_says_the_signal_that_stopped_it_or_its_last_line(tmp_path)
     assert "SIGTERM" in failure(143, log) and "SIGKILL" in failure(-9, log) and "resume" in failure(-9, log)
     log.write_text("x\rEpoch 0:  75%|#######   | 3/4")
     assert failure(1, log) == "exited with 1 (Epoch 0:  75%|#######   | 3/4)"
+
+
+def test_a_run_that_never_validated_gives_its_last_checkpoint(tmp_path):
+    """No dev trees (a fixed number of steps): the parser a run gives is its last checkpoint."""
+    run = runs.Run(tmp_path / "run")
+    (run.directory / "checkpoints").mkdir(parents=True)
+    run.last.write_bytes(b"")
+    assert run.best == run.last
+    (run.directory / "checkpoints" / "best.ckpt").write_bytes(b"")
+    assert run.best == run.directory / "checkpoints" / "best.ckpt"
