@@ -260,8 +260,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = cli.parse_args(argv)
 
     def run() -> None:
-        if args.trees is not None and args.trees < 1:
-            raise ConfigurationError(f"--trees must be at least 1, not {args.trees}")
+        for option, value in (("--trees", args.trees), ("--candidate-words", args.candidate_words)):
+            if value is not None and value < 1:
+                raise ConfigurationError(f"{option} must be at least 1, not {value}")
         root = args.root or default_root()
         if args.candidates is None and not root.is_dir():
             raise ConfigurationError(f"no folder of treebanks {root}: give --root or --candidates")

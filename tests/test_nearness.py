@@ -89,6 +89,7 @@ def test_the_command_prints_a_ranked_table_and_json(ud_dir, capsys):
 @pytest.mark.parametrize("arguments, says", [
     (["--candidates", "Klingon"], "no treebank 'Klingon'"),
     (["--candidates", "Kazakh", "--trees", "0"], "--trees must be at least 1"),
+    (["--candidates", "Kazakh", "--candidate-words", "0"], "--candidate-words must be at least 1"),
     (["--candidates", "Kazakh", "--trees", "100000"], "subword_overlap needs raw text"),
 ])
 def test_errors_are_one_line(ud_dir, capsys, arguments, says):
