@@ -17,6 +17,7 @@ COMMANDS = {  # name: (module, what it does)
     "adapt": ("parser.adapt", "adapt the encoder to raw text (masked language modelling)"),
     "margin": ("parser.crossing_margin", "choose the crossing margin of decoding on dev"),
     "fetch": ("parser.fetch", "download a UD treebank"),
+    "nearness": ("parser.nearness", "rank treebanks by their nearness to a new language's trees and text"),
 }
 
 
