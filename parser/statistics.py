@@ -3,13 +3,17 @@ rate with a tolerance, docs/usage.md#a-languages-statistics), written from what 
 
     treeexp statistics count TREES.conllu --trees 20 --output stats.yaml [--families label_sides pair_sides valency]
     treeexp statistics facts configs/facts/wolof.yaml --output stats.yaml
+    treeexp statistics measure stats.yaml PARSER TEXT.conllu [--sentences 500]   # a parser's rates beside the targets
 
 ``count``: the rates of the first K trees (every tree without ``--trees``: with a whole
 treebank, the oracle a user never has, reported as such), each with a tolerance of
 ``--z`` bootstrap standard errors (sentences resampled; Effland & Collins 2023's margins);
 rates counted over fewer than ``--min-count`` words or arcs are left out. ``facts``: a
 linguist's facts file (:mod:`objectives.ge.facts`) written out as the constraints GE reads.
-Either file is a GE term's ``constraints`` (``targets_from: rules``).
+Either file is a GE term's ``constraints`` (``targets_from: rules``). ``measure``: each
+statistic's expected rate under a parser on a text (its own tagger tagging it, as GE's
+training does), beside the target and, where the text has trees, the gold rate: how far a
+parser is from what a language is known to do, before or after GE.
 """
 
 from __future__ import annotations
@@ -25,9 +29,10 @@ from pathlib import Path
 import torch
 import yaml
 
-from objectives.ge import FAMILIES, LABEL_SIDES, MIN_COUNT, PAIR_SIDES, VALENCY, Constraint
+from objectives.distribution import TreeCRF
+from objectives.ge import FAMILIES, LABEL_SIDES, MIN_COUNT, PAIR_SIDES, VALENCY, Constraint, load_constraints
 from objectives.ge.compiled import compile_constraints
-from objectives.ge.counts import gold_counts, rates
+from objectives.ge.counts import denominators, gold_counts, label_groups, rates, statistics, tag_distributions
 from objectives.ge.facts import read_facts
 
 from parser.cli import run_reporting_errors
@@ -94,6 +99,50 @@ def statistics_yaml(constraints: Sequence[Constraint], header: str) -> str:
     return comments + yaml.safe_dump({"constraints": entries}, sort_keys=False, default_flow_style=None, allow_unicode=True)
 
 
+@torch.no_grad()
+def measured_rates(parser, constraints: Sequence[Constraint], sentences: Sequence[Sentence],
+                   batch_size: int = 32) -> torch.Tensor:
+    """Each constraint's expected rate ``(K,)`` float64 under ``parser`` (a loaded
+    :class:`~parser.model.Parser`) on the words of ``sentences``, batch-level sums over all of
+    them, the tags its tagger's distributions where a word has none (NaN where a rate is
+    counted over nothing)."""
+    network = parser.network.eval()
+    ids = compile_constraints(constraints, network.upos_vocab.itos, None, network.label_vocab.itos)
+    totals = None
+    for start in range(0, len(sentences), batch_size):
+        chunk = [dataclasses.replace(s, upos=["_"] * len(s)) for s in sentences[start : start + batch_size]]
+        batch = collate(chunk, network.upos_vocab, None)
+        scores = network(batch.words)
+        tags = tag_distributions(network.with_predicted_tags(batch, scores).upos, batch.lengths,
+                                 len(network.upos_vocab), torch.float64)
+        mu = TreeCRF(scores.arcs.double(), batch.lengths, parser.decoding.multiroot, validate_args=False).marginals
+        labels = label_groups(ids, scores.labels.double().softmax(-1))
+        stats = statistics(ids, mu, tags, labels)
+        totals = stats if totals is None else totals + stats
+    k = len(ids.child)
+    over = denominators(ids, totals[:k], totals[k : 2 * k])  # expected arcs: below 1 is no reason to drop a rate
+    return torch.where(over > 0, totals[:k] / over.clamp_min(1e-12), torch.nan)[: len(constraints)]
+
+
+def measure_table(constraints: Sequence[Constraint], measured: torch.Tensor, gold: torch.Tensor | None) -> str:
+    """A line per statistic: what it counts, target ± tolerance, the parser's rate, how far
+    outside the band it lies (0 inside), and the gold rate where known."""
+    header = ["statistic", "target", "parser", "outside", *(["gold"] if gold is not None else [])]
+    lines, outside = [header], []
+    for i, c in enumerate(constraints):
+        what = " ".join(str(x) for x in (c.child, c.label or "", c.direction or "", "of", c.parent, "per", c.per) if x)
+        rate = measured[i].item()
+        gap = max(abs(rate - c.target) - (c.tolerance or 0.0), 0.0) if rate == rate else float("nan")
+        outside.append(gap)
+        lines.append([what, f"{c.target:.3f} ± {c.tolerance or 0:.3f}", f"{rate:.3f}", f"{gap:.3f}",
+                      *([f"{gold[i].item():.3f}"] if gold is not None else [])])
+    widths = [max(len(line[j]) for line in lines) for j in range(len(header))]
+    table = ["  ".join(cell.ljust(w) if j == 0 else cell.rjust(w) for j, (cell, w) in enumerate(zip(line, widths)))
+             for line in lines]
+    mean = sum(g for g in outside if g == g) / max(sum(g == g for g in outside), 1)
+    return "\n".join([*table, f"mean distance outside the bands: {mean:.4f} over {len(constraints)} statistics"])
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="treeexp statistics", description=__doc__.split("\n\n")[0])
     sources = parser.add_subparsers(dest="source", required=True)
@@ -110,10 +159,24 @@ def main(argv: Sequence[str] | None = None) -> None:
     facts = sources.add_parser("facts", help="a linguist's facts file written out as constraints")
     facts.add_argument("facts", type=Path)
     facts.add_argument("--output", type=Path, required=True)
+    measure = sources.add_parser("measure", help="a parser's expected rates of the statistics on a text")
+    measure.add_argument("statistics", type=Path, help="a statistics, rules or facts file")
+    measure.add_argument("parser", help="a saved parser (.ckpt or directory)")
+    measure.add_argument("text", type=Path, help="CoNLL-U (trees, when it has them, give the gold rates too)")
+    measure.add_argument("--sentences", type=int, default=None, help="only the first N sentences")
     args = parser.parse_args(argv)
     command = "treeexp statistics " + shlex.join(sys.argv[1:] if argv is None else argv)
 
     def run() -> None:
+        if args.source == "measure":
+            from parser.model import Parser
+
+            constraints = load_constraints(args.statistics)
+            sentences = read_conllu(args.text)[: args.sentences]
+            has_trees = all(s.heads is not None and "_" not in s.upos for s in sentences)
+            gold = counted_rates(constraints, sentences, 1)[0] if has_trees else None
+            print(measure_table(constraints, measured_rates(Parser.load(args.parser), constraints, sentences), gold))
+            return
         if args.source == "facts":
             constraints = read_facts(args.facts)
             header = f"GE statistics from the facts of {args.facts}\n{command}"

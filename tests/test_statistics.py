@@ -82,3 +82,30 @@ def test_bad_input_is_one_line(tmp_path, capsys):
 def test_counting_is_float64_and_needs_no_labels_for_tag_families(wolof_dev):
     rates, over = statistics.counted_rates(FAMILIES["tag_pairs"](), wolof_dev[:5])
     assert rates.dtype == torch.float64 and over.dtype == torch.float64
+
+
+def test_a_parsers_rates_are_measured_batch_by_batch_beside_the_targets(tiny_bert_dir, wolof_dev, tmp_path, capsys):
+    """``measure``: a parser's expected rates, summed over batches (any batch size gives the
+    same), its tagger tagging the text; with trees the gold rates beside them."""
+    from parser.model import Parser
+    from parser.network import Heads
+
+    model = Parser(str(tiny_bert_dir), heads=Heads(arc_size=32, label_size=16, tagger=True))
+    model.build(sorted({d for s in wolof_dev for d in s.deprels}))
+    model.save(tmp_path / "parser")
+    facts = Path(__file__).resolve().parents[1] / "configs" / "facts" / "wolof.yaml"
+    constraints = read_facts(facts)
+    parser = Parser.load(tmp_path / "parser")
+    one, many = (statistics.measured_rates(parser, constraints, wolof_dev[:12], size) for size in (12, 5))
+    torch.testing.assert_close(one, many)
+    assert ((one > 0) & (one < 1)).all()
+    statistics.main(["measure", str(facts), str(tmp_path / "parser"), str(ud_dir_file(wolof_dev)), "--sentences", "12"])
+    table = capsys.readouterr().out.splitlines()
+    assert table[0].split() == ["statistic", "target", "parser", "outside", "gold"]
+    assert table[2].startswith("any obj right of VERB per arc") and len(table) == len(constraints) + 2
+    assert table[-1].startswith("mean distance outside the bands:")
+
+
+def ud_dir_file(sentences) -> Path:
+    """The file the sentences were read from."""
+    return Path(sentences[0].path)
