@@ -31,6 +31,8 @@ printed (a rule chosen on dev only). A finished stage is reused, a stopped one r
 ``last.ckpt``; ``--given STAGE=CHECKPOINT`` takes a stage's parser from elsewhere (a
 multilingual base trained once for every language); ``--seed S`` runs the recipe again with
 another seed beside the first (the ensemble's runs reused); ``--dry-run`` prints the commands.
+Only the stages the final parser is made from train; another (a parser trained only to be
+compared with) trains when asked, ``--also STAGE``.
 
 A pipeline owns its ``OUTPUT``: one run at a time (``OUTPUT/pipeline.lock``), and a row per stage
 and seed in ``OUTPUT/runs.jsonl`` as each run ends (dev scores, test scores with ``--test``, CPU
@@ -91,6 +93,17 @@ class Pipeline:
     stages: list[Stage]
     final: str
     results: dict[str, list[Run]] = field(default_factory=dict)
+
+    def needed(self, also: Sequence[str] = ()) -> set[str]:
+        """The stages the final parser (and those ``also`` named) is made from: it and those it
+        reads, in turn."""
+        by_name, needed, waiting = {s.name: s for s in self.stages}, set(), [self.final, *also]
+        while waiting:
+            name = waiting.pop()
+            if name not in needed:
+                needed.add(name)
+                waiting += by_name[name].earlier()
+        return needed
 
 
 def pipeline_path(name: str | Path) -> Path:
@@ -163,14 +176,18 @@ def stage_overrides(stage: Stage, seed: int, treebank: str, root: str | None,
 
 def run(pipeline: Pipeline, treebank: str, output: Path, root: str | None = None, dry_run: bool = False,
         given: dict[str, str] | None = None, say: Callable[[str], None] = print,
-        statistics: str | None = None) -> dict[str, list[Run]]:
-    """Run (or with ``dry_run`` print) every stage in order, but those ``given`` (stage ->
-    checkpoint); the runs of each stage. ``statistics``: the language's statistics or facts
-    file, passed to every training run (``train.py --statistics``)."""
+        statistics: str | None = None, also: Sequence[str] = ()) -> dict[str, list[Run]]:
+    """Run (or with ``dry_run`` print) in order every stage the final parser needs and those
+    ``also`` named, but those ``given`` (stage -> checkpoint); the runs of each stage.
+    ``statistics``: the language's statistics or facts file, passed to every training run
+    (``train.py --statistics``)."""
     results = pipeline.results
     given = given or {}
     if unknown := sorted(set(given) - {s.name for s in pipeline.stages}):
         raise ConfigurationError(f"--given names no stage of the pipeline: {', '.join(unknown)}")
+    if unknown := sorted(set(also) - {s.name for s in pipeline.stages}):
+        raise ConfigurationError(f"--also names no stage of the pipeline: {', '.join(unknown)}")
+    wanted = pipeline.needed(also)
 
     def checkpoints(name: str, seed: int | None) -> list[str]:
         runs = results[name]
@@ -179,6 +196,10 @@ def run(pipeline: Pipeline, treebank: str, output: Path, root: str | None = None
         return [str(r.best) for r in runs]
 
     for i, stage in enumerate(pipeline.stages, 1):
+        if stage.name not in wanted:
+            say(f"stage {i}/{len(pipeline.stages)} {stage.name}: not trained (the final parser does not use it; "
+                f"--also {stage.name} trains it)")
+            continue
         if stage.name in given:
             results[stage.name] = [Run.of_checkpoint(check_checkpoint_path(given[stage.name]))]
             say(f"stage {i}/{len(pipeline.stages)} {stage.name}: given, {given[stage.name]}")
@@ -339,6 +360,8 @@ def main(argv: list[str] | None = None) -> None:
                      help="the seed of every stage that trains one parser, for another run of the recipe in the same "
                           "--output (an ensemble's seeds stay, and its finished runs are reused)")
     cli.add_argument("--until", default=None, metavar="STAGE", help="stop after this stage")
+    cli.add_argument("--also", action="append", default=[], metavar="STAGE",
+                     help="train a stage the final parser does not use (one trained only to be compared with)")
     cli.add_argument("--statistics", default=None, metavar="FILE",
                      help="the language's statistics or facts file, for the stages whose GE reads it "
                           "(configs/facts/; treeexp statistics)")
@@ -354,11 +377,13 @@ def main(argv: list[str] | None = None) -> None:
         data.paths("train")  # a missing treebank fails here, before anything trains
         given = dict(g.split("=", 1) for g in args.given)
         if args.dry_run:
-            run(pipeline, args.treebank, args.output, args.root, dry_run=True, given=given, statistics=args.statistics)
+            run(pipeline, args.treebank, args.output, args.root, dry_run=True, given=given, statistics=args.statistics,
+                also=args.also)
             return
         with owning(args.output):
             try:
-                run(pipeline, args.treebank, args.output, args.root, given=given, statistics=args.statistics)
+                run(pipeline, args.treebank, args.output, args.root, given=given, statistics=args.statistics,
+                    also=args.also)
             except RunFailed as error:
                 print(f"error: {error}", file=sys.stderr)
                 raise SystemExit(1) from None

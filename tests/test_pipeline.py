@@ -61,6 +61,11 @@ stages:
 """)
     pipeline.main([str(path), "--treebank", "UD_Wolof-WTB", "--root", str(ud_dir), "--output", "out", "--dry-run"])
     lines = capsys.readouterr().out.splitlines()
+    assert lines[5] == "stage 5/6 student: not trained (the final parser does not use it; --also student trains it)"
+    assert len(lines) == 7 and "--model.teacher '[out/tuned" in lines[6]  # the committee, the final one, trains
+    pipeline.main([str(path), "--treebank", "UD_Wolof-WTB", "--root", str(ud_dir), "--output", "out", "--dry-run",
+                   "--also", "student"])
+    lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 7 and "--data.treebank" not in lines[0]  # the base keeps its own data
     assert "--data.root" in lines[0]
     assert "--model.init out/base/seed1/likelihood/version_0/checkpoints/best.ckpt" in lines[2]
