@@ -90,6 +90,8 @@ class GeneralizedExpectation(Objective):
         tolerance: the half-width of the penalty-free band around each target, in standard
             errors of the batch rate (0: none); with ``"squared"``, ``"l1"`` or ``"one_sided"``.
             A constraint's own ``tolerance`` (an absolute margin) widens its band to at least that.
+        min_arcs: a rate per arc counts in a batch that expects at least this many arcs of its
+            kind (fewer: a rate of noise with steep gradients).
 
     ``penalty`` and ``targets_from`` keep what was configured; the objects they name are
     :attr:`penalize` and :attr:`source`.
@@ -106,6 +108,7 @@ class GeneralizedExpectation(Objective):
         min_count: int = MIN_COUNT,
         weighting: Literal["uniform", "count"] = "uniform",
         tolerance: float = 0.0,
+        min_arcs: float = 1.0,
     ) -> None:
         super().__init__()
         self.constraints = resolve_constraints(constraints)
@@ -123,6 +126,7 @@ class GeneralizedExpectation(Objective):
         self.targets_from = targets_from
         self.needs_teacher = self.source.needs_teacher
         self.min_count = min_count
+        self.min_arcs = min_arcs
         self.num_tags = 0
         self.process_group = None
         # NaN: no target yet (estimated by fit_targets) or too few words to estimate one
@@ -250,7 +254,8 @@ class GeneralizedExpectation(Objective):
         ids, k, given = self._ids(), len(self.ids_child), len(self.constraints)
         expected = stats[:k]
         counts = denominators(ids, expected, stats[k : 2 * k])[:given]  # per arc: differentiable
-        valid = (counts > 0) & targets.isfinite()
+        least = torch.where(ids.given[:given] >= 0, self.min_arcs, 0.0)  # a rate per arc: enough expected arcs
+        valid = (counts > 0) & (counts >= least) & targets.isfinite()
         counts_kept = torch.where(valid, counts, 1.0)
         return self._penalty(expected[:given] / counts_kept, self._weights(counts, valid), targets, counts_kept)
 

@@ -722,6 +722,8 @@ def brute_per_rates(scores, batch, constraints, multiroot):
 def brute_margin_penalty(rates, constraints, penalty):
     total = 0.0
     for p, c in zip(rates, constraints):
+        if math.isnan(p):  # not measured on this batch
+            continue
         t = torch.tensor(c.target, dtype=torch.float32).item()
         m = torch.tensor(c.tolerance or 0.0, dtype=torch.float32).item()
         gap = max(abs(p - t) - m, 0.0)
@@ -743,7 +745,8 @@ def test_rates_per_head_per_arc_and_any_child_match_brute_force(penalty, multiro
     assert expected > 1e-3  # some rate lies outside its band
     grads = []
     for gradient in ("reverse", "t2"):
-        objective = ready(GeneralizedExpectation(constraints, penalty, gradient), multiroot, labels=LABEL_VOCAB)
+        objective = ready(GeneralizedExpectation(constraints, penalty, gradient, min_arcs=0), multiroot,
+                          labels=LABEL_VOCAB)  # small graphs: every rate, however few its arcs
         arcs, labels = scores.arcs.clone().requires_grad_(), scores.labels.clone().requires_grad_()
         loss = objective(Scores(arcs, labels), batch)
         torch.testing.assert_close(loss, expected, rtol=1e-10, atol=1e-12)
@@ -761,7 +764,7 @@ def test_rates_per_arc_in_both_precisions_and_padding(dtype):
     scores, batch = make_batch([5, 1, 4])
     rates = brute_per_rates(scores, batch, PER_CONSTRAINTS, multiroot=False)
     assert all(0 < r < 1 for r in rates)
-    objective = ready(GeneralizedExpectation(PER_CONSTRAINTS, "l1"), labels=LABEL_VOCAB)
+    objective = ready(GeneralizedExpectation(PER_CONSTRAINTS, "l1", min_arcs=0), labels=LABEL_VOCAB)
     loss = objective(Scores(scores.arcs.to(dtype), scores.labels.to(dtype)), batch)
     assert loss.dtype == dtype
     tolerance = 1e-4 if dtype == torch.float32 else 1e-10
@@ -776,3 +779,13 @@ def test_gold_rates_per_arc_and_per_head():
                    Constraint("any", "any", direction="left")]
     counted = estimate_targets(constraints, batch.heads, batch.upos, batch.lengths, UPOS_VOCAB, min_count=1)
     torch.testing.assert_close(counted, torch.tensor(brute_per_rates(Scores(gold), batch, constraints, False), dtype=torch.float64))
+
+
+def test_a_rate_per_arc_is_left_out_of_a_batch_that_expects_fewer_than_one_such_arc():
+    scores, batch = make_batch([5, 3, 4, 1])
+    rare = Constraint("NOUN", "DET", 0.9, direction="left", per="arc")
+    expected = expected_arcs(scores, batch, Constraint("NOUN", "DET"), False)
+    assert 0 < expected < 1
+    arcs = scores.arcs.clone().requires_grad_()
+    assert ready(GeneralizedExpectation([rare], "l1"))(Scores(arcs), batch) == 0  # the default: 1 arc at least
+    assert ready(GeneralizedExpectation([rare], "l1", min_arcs=expected / 2))(Scores(arcs), batch) > 0
