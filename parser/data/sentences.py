@@ -16,6 +16,7 @@ from __future__ import annotations
 import gzip
 import logging
 import os
+import sys
 import zlib
 from collections.abc import Iterator, Sequence
 from contextlib import nullcontext
@@ -106,7 +107,9 @@ def read_conllu(path: str | os.PathLike, trees: bool = True,
 
 
 def open_bytes(path: str | os.PathLike) -> BinaryIO:
-    """The file's bytes, decompressed when its name ends in ``.gz``."""
+    """The file's bytes, decompressed when its name ends in ``.gz``; ``-``: standard input (left open)."""
+    if str(path) == "-":
+        return open(sys.stdin.fileno(), "rb", closefd=False)
     return gzip.open(path, "rb") if str(path).endswith(".gz") else open(path, "rb")
 
 
@@ -283,6 +286,17 @@ def read_text(path: str | os.PathLike) -> list[Sentence]:
     if not sentences:
         raise ConlluError(f"{path}:1: empty file, no sentences")
     return sentences
+
+
+def each_sentence(path: str | os.PathLike, text: bool) -> Iterator[Sentence | ConlluError]:
+    """The file's sentences read lazily (``text``: one per line, else CoNLL-U blocks),
+    each malformed one as its ConlluError in its place; faults of the whole file (binary,
+    broken gzip) raise."""
+    for record in records(path, text):
+        try:
+            yield parse_record(path, record, text)
+        except ConlluError as error:
+            yield error
 
 
 def read_sentences(path: str | os.PathLike) -> list[Sentence]:
