@@ -3,6 +3,7 @@
     python -m parser.predict CKPT IN.conllu OUT.conllu [--batch-size 32] [--device cpu] [--precision bf16-mixed]
     python -m parser.predict CKPT - - < IN.conllu > OUT.conllu          # a stream, in bounded memory
     python -m parser.predict CKPT IN.conllu OUT.conllu --resume          # on from the last sentence written
+    python -m parser.predict PARSER_DIR IN.txt OUT.conllu --input-format raw   # untokenised text
     python train.py predict --config CONFIG --ckpt_path CKPT --data.predict IN.conllu \
         --trainer.callbacks+=parser.predict.ConlluWriter --trainer.callbacks.output OUT.conllu
 
@@ -22,7 +23,6 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
 
 import torch
 from lightning.pytorch.callbacks import BasePredictionWriter
@@ -31,8 +31,9 @@ from tqdm import tqdm
 from objectives.conventions import ConfigurationError
 
 from parser.cli import run_reporting_errors
-from parser.data.sentences import ConlluError, Sentence, each_sentence, is_text, records, write_conllu
+from parser.data.sentences import ConlluError, Sentence, Skipped, each_sentence, is_text, open_output, records, write_conllu
 from parser.data.stream import MAX_LOGGED
+from parser.data.tokenizer import Tokenizer
 from parser.decoding.decode import Decoding
 from parser.model import Parser
 from parser.training.checkpoint import check_checkpoint_path
@@ -76,7 +77,7 @@ def fill_upos(sentences, tags, overwrite: bool = False) -> list[list[str]]:
 AUTOCAST = {"32-true": None, "bf16-mixed": torch.bfloat16, "16-mixed": torch.float16}
 
 
-FORMATS = ("conllu", "text")  # how the input is read: CoNLL-U, or one tokenised sentence per line
+FORMATS = ("conllu", "text", "raw")  # how the input is read: CoNLL-U, one tokenised sentence per line, raw text
 WINDOW = 2000  # sentences read, sorted by length for batching and written at a time
 
 
@@ -100,7 +101,7 @@ def predict(checkpoint: str, source: str, target: str, batch_size: int = 32, dev
             overwrite_upos: bool = False, projective: bool | None = None,
             crossing_margin: float | None = None, precision: str = "32-true", treebank: str | None = None,
             input_format: str | None = None, window: int = WINDOW, resume: bool = False,
-            progress: bool | None = None) -> Parsed:
+            progress: bool | None = None, tokenizer: str | None = None) -> Parsed:
     """Parse ``source`` into ``target`` as a stream (``-``: standard input or output), in
     input order, holding ``window`` sentences at a time.
 
@@ -114,7 +115,10 @@ def predict(checkpoint: str, source: str, target: str, batch_size: int = 32, dev
     input's treebank, for a parser with treebank vectors (default: the input file's folder,
     ``Sentence.treebank``; one the parser was not trained on reads as ``<other>``).
     ``input_format``: one of ``FORMATS`` (default: ``text`` for ``.txt``/``.txt.gz``,
-    else CoNLL-U).
+    else CoNLL-U); ``raw``: untokenised text, paragraphs separated by blank lines, split and
+    tokenised by ``tokenizer`` (default: the one saved in the parser's directory,
+    :mod:`parser.data.tokenizer`) and written with its ``# newpar``, ``# sent_id``, ``# text``,
+    multiword tokens and SpaceAfter.
 
     Windows are sorted by length inside for batching and written (and flushed) whole. A
     malformed sentence is named (file:line) on stderr and skipped, counted in
@@ -129,13 +133,16 @@ def predict(checkpoint: str, source: str, target: str, batch_size: int = 32, dev
     check_checkpoint_path(checkpoint)
     if window < 1:
         raise ConfigurationError(f"window must be at least 1 sentence, not {window}")
-    text = _input_format(source, input_format) == "text"
+    input_format = _input_format(source, input_format)
     if target == "-" and resume:
         raise ConfigurationError("--resume needs an output file, not standard output")
     if target != "-" and not Path(target).resolve().parent.is_dir():
         raise FileNotFoundError(2, "no such folder for the output", str(Path(target).parent))
-    skipped = Skipped()
-    sentences = skipped.filter(each_sentence(source, text))
+    skipped = Skipped(MAX_LOGGED)
+    if input_format == "raw":
+        sentences = skipped.filter(Tokenizer.of_parser(checkpoint, tokenizer).sentences(source))
+    else:
+        sentences = skipped.filter(each_sentence(source, input_format == "text"))
     first = next(sentences, None)
     if first is None:
         raise ConlluError(f"{source}:1: no well-formed sentence to parse")
@@ -151,9 +158,10 @@ def predict(checkpoint: str, source: str, target: str, batch_size: int = 32, dev
     dtype = AUTOCAST[precision]
 
     show = sys.stderr.isatty() if progress is None else progress
-    total = sum(1 for _ in records(source, text)) if show and source != "-" else None
+    known = show and source != "-" and input_format != "raw"  # raw text's sentences are known once tokenised
+    total = sum(1 for _ in records(source, input_format == "text")) if known else None
     written, seconds = 0, 0.0
-    with _output(target, append=done > 0) as output, \
+    with open_output(target, append=done > 0) as output, \
             tqdm(total=total, initial=done - done % window, unit=" sentences", file=sys.stderr, disable=not show) as bar:
         for chunk in windows(itertools.chain([first], sentences), window):
             first_index, written = written, written + len(chunk)
@@ -181,23 +189,6 @@ def _input_format(source: str, input_format: str | None) -> str:
     return input_format
 
 
-class Skipped:
-    """Passes the sentences of a stream on, and names each malformed one (its
-    ConlluError) on stderr, the first ``MAX_LOGGED``, counting all."""
-
-    def __init__(self):
-        self.count = 0
-
-    def filter(self, items: Iterator[Sentence | ConlluError]) -> Iterator[Sentence]:
-        for item in items:
-            if isinstance(item, Sentence):
-                yield item
-                continue
-            self.count += 1
-            if self.count <= MAX_LOGGED:
-                tqdm.write(f"skipped: {item}", file=sys.stderr)
-
-
 def windows(sentences: Iterator[Sentence], size: int) -> Iterator[list[Sentence]]:
     """``sentences`` in consecutive lists of ``size`` (the last shorter)."""
     while chunk := list(itertools.islice(sentences, size)):
@@ -220,20 +211,17 @@ def complete_sentences(path: str | Path) -> int:
     return count
 
 
-def _output(target: str, append: bool) -> TextIO:
-    """``target`` opened for writing UTF-8 (appending with ``append``); ``-``: standard output, left open."""
-    if target == "-":
-        return open(sys.stdout.fileno(), "w", encoding="utf-8", closefd=False)
-    return open(target, "a" if append else "w", encoding="utf-8")
-
-
 def main(argv: list[str] | None = None) -> None:
     cli = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     cli.add_argument("checkpoint")
     cli.add_argument("input", help="CoNLL-U file, or .txt with one tokenised sentence per line; - for standard input")
     cli.add_argument("output", help="CoNLL-U file to write; - for standard output")
     cli.add_argument("--input-format", choices=FORMATS, default=None,
-                     help="conllu, or text: one tokenised sentence per line (default: text for .txt, else conllu)")
+                     help="conllu; text: one tokenised sentence per line; raw: untokenised text, paragraphs "
+                          "separated by blank lines (default: text for .txt, else conllu)")
+    cli.add_argument("--tokenizer", default=None,
+                     help="for raw text: a tokenizer file (default: tokenizer.udpipe in the parser's directory; "
+                          "train one with treeexp tokenizer train)")
     cli.add_argument("--resume", action="store_true",
                      help="keep the sentences the output holds whole and parse on from there (appending)")
     cli.add_argument("--window", type=int, default=WINDOW,
@@ -260,7 +248,7 @@ def main(argv: list[str] | None = None) -> None:
     parsed = run_reporting_errors(lambda: predict(
         args.checkpoint, args.input, args.output, args.batch_size, args.device, args.overwrite_upos, args.projective,
         args.crossing_margin, args.precision, args.treebank, args.input_format, args.window, args.resume,
-        args.progress))
+        args.progress, args.tokenizer))
     skipped = f"; {parsed.skipped} malformed sentences skipped" if parsed.skipped else ""
     print(f"parsed {args.input} -> {args.output} ({parsed.sentences} sentences, {parsed.speed:.1f} sentences/s{skipped})",
           file=sys.stderr if args.output == "-" else sys.stdout)

@@ -18,7 +18,7 @@ import logging
 import os
 import sys
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import BinaryIO, Literal, TextIO
@@ -113,6 +113,13 @@ def open_bytes(path: str | os.PathLike) -> BinaryIO:
     return gzip.open(path, "rb") if str(path).endswith(".gz") else open(path, "rb")
 
 
+def open_output(path: str | os.PathLike, append: bool = False) -> TextIO:
+    """``path`` opened for writing UTF-8 (appending with ``append``); ``-``: standard output, left open."""
+    if str(path) == "-":
+        return open(sys.stdout.fileno(), "w", encoding="utf-8", closefd=False)
+    return open(path, "a" if append else "w", encoding="utf-8")
+
+
 def is_text(path: str | os.PathLike) -> bool:
     """Whether the file holds one tokenised sentence per line (``.txt``, ``.txt.gz``), not CoNLL-U."""
     return str(path).removesuffix(".gz").endswith(".txt")
@@ -170,7 +177,7 @@ def _check_text(path: str | os.PathLike, head: bytes) -> None:
         raise ConlluError(f"{path}:1: binary file (NUL bytes), not text")
 
 
-def _decode(path: str | os.PathLike, record: Record) -> list[str]:
+def decode(path: str | os.PathLike, record: Record) -> list[str]:
     """The record's lines as text; ConlluError naming line and byte for bytes that are not UTF-8."""
     lines = []
     for number, raw in enumerate(record.lines, record.line):
@@ -191,7 +198,7 @@ def parse_record(path: str | os.PathLike, record: Record, text: bool, trees: boo
     comment (after ``# newpar`` when it starts a paragraph) so that predictions can be
     written as CoNLL-U.
     """
-    lines = _decode(path, record)
+    lines = decode(path, record)
     if not text:
         return _parse_block(path, record.line, lines, trees, partial)
     words = lines[0].split()
@@ -297,6 +304,26 @@ def each_sentence(path: str | os.PathLike, text: bool) -> Iterator[Sentence | Co
             yield parse_record(path, record, text)
         except ConlluError as error:
             yield error
+
+
+class Skipped:
+    """Passes the sentences of a stream on and names each malformed one (its ConlluError)
+    on stderr, the first ``logged``, counting all in ``count``."""
+
+    def __init__(self, logged: int = 100):
+        self.count = 0
+        self.logged = logged
+
+    def filter(self, items: Iterable[Sentence | ConlluError]) -> Iterator[Sentence]:
+        from tqdm import tqdm  # not in every peer's environment (benchmarks.peer_drivers)
+
+        for item in items:
+            if isinstance(item, Sentence):
+                yield item
+                continue
+            self.count += 1
+            if self.count <= self.logged:
+                tqdm.write(f"skipped: {item}", file=sys.stderr)  # above a progress bar, if one is shown
 
 
 def read_sentences(path: str | os.PathLike) -> list[Sentence]:
