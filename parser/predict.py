@@ -31,9 +31,8 @@ from tqdm import tqdm
 from objectives.conventions import ConfigurationError
 
 from parser.cli import run_reporting_errors
-from parser.data.sentences import ConlluError, Sentence, Skipped, each_sentence, is_text, open_output, records, write_conllu
-from parser.data.stream import MAX_LOGGED
-from parser.data.tokenizer import Tokenizer
+from parser.data.sentences import ConlluError, Sentence, Skipped, is_text, open_output, write_conllu
+from parser.data.stream import MAX_LOGGED, Source
 from parser.decoding.decode import Decoding
 from parser.model import Parser
 from parser.training.checkpoint import check_checkpoint_path
@@ -139,10 +138,11 @@ def predict(checkpoint: str, source: str, target: str, batch_size: int = 32, dev
     if target != "-" and not Path(target).resolve().parent.is_dir():
         raise FileNotFoundError(2, "no such folder for the output", str(Path(target).parent))
     skipped = Skipped(MAX_LOGGED)
-    if input_format == "raw":
-        sentences = skipped.filter(Tokenizer.of_parser(checkpoint, tokenizer).sentences(source))
-    else:
-        sentences = skipped.filter(each_sentence(source, input_format == "text"))
+    if input_format == "raw" and tokenizer is None and not Path(checkpoint).is_dir():
+        raise ConfigurationError(f"{checkpoint}: raw text needs --tokenizer (only a saved parser's directory holds one)")
+    reader = Source(source, lines=input_format == "text",
+                    tokenizer=(tokenizer or checkpoint) if input_format == "raw" else None)
+    sentences = skipped.filter(reader.sentences())
     first = next(sentences, None)
     if first is None:
         raise ConlluError(f"{source}:1: no well-formed sentence to parse")
@@ -159,7 +159,7 @@ def predict(checkpoint: str, source: str, target: str, batch_size: int = 32, dev
 
     show = sys.stderr.isatty() if progress is None else progress
     known = show and source != "-" and input_format != "raw"  # raw text's sentences are known once tokenised
-    total = sum(1 for _ in records(source, input_format == "text")) if known else None
+    total = sum(1 for _ in reader.records()) if known else None
     written, seconds = 0, 0.0
     with open_output(target, append=done > 0) as output, \
             tqdm(total=total, initial=done - done % window, unit=" sentences", file=sys.stderr, disable=not show) as bar:

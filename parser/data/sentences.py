@@ -295,13 +295,16 @@ def read_text(path: str | os.PathLike) -> list[Sentence]:
     return sentences
 
 
-def each_sentence(path: str | os.PathLike, text: bool) -> Iterator[Sentence | ConlluError]:
-    """The file's sentences read lazily (``text``: one per line, else CoNLL-U blocks),
-    each malformed one as its ConlluError in its place; faults of the whole file (binary,
-    broken gzip) raise."""
-    for record in records(path, text):
+def parse_records(path: str | os.PathLike, items: Iterable[Record | ConlluError], text: bool
+                  ) -> Iterator[Sentence | ConlluError]:
+    """Each Record of ``path`` parsed (``parse_record``); a malformed one, or an error already
+    in its place, as its ConlluError."""
+    for item in items:
+        if isinstance(item, ConlluError):
+            yield item
+            continue
         try:
-            yield parse_record(path, record, text)
+            yield parse_record(path, item, text)
         except ConlluError as error:
             yield error
 

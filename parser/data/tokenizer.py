@@ -21,7 +21,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from parser.data.sentences import ConlluError, Record, Sentence, decode, parse_record, records
+from parser.data.sentences import ConlluError, Record, decode, records
 
 TOKENIZER_FILE = "tokenizer.udpipe"
 UDPIPE_METHOD = "morphodita_parsito"  # UDPipe 1's one training method (here its tokenizer alone)
@@ -73,40 +73,41 @@ def train_tokenizer(train: str | os.PathLike, output: str | os.PathLike, sentenc
     return target
 
 
+def tokenizer_file(location: str | os.PathLike) -> str:
+    """The tokenizer at ``location``: that file, or ``tokenizer.udpipe`` in a saved parser's directory."""
+    from objectives.conventions import ConfigurationError
+
+    path = Path(location)
+    if path.is_dir():
+        path = path / TOKENIZER_FILE
+        if not path.is_file():
+            raise ConfigurationError(f"{location}: no {TOKENIZER_FILE} beside the parser; train one with "
+                                     f"`treeexp tokenizer train TRAIN.conllu {location}` or give --tokenizer")
+    elif not path.is_file():
+        raise FileNotFoundError(2, "no such tokenizer (train one: treeexp tokenizer train)", str(path))
+    return str(path)
+
+
 class Tokenizer:
     """A trained tokenizer (:func:`train_tokenizer`'s file) that turns raw text into
-    Sentences: CoNLL-U with ``# newdoc`` (first), ``# newpar``, ``# sent_id``, ``# text``,
-    multiword-token lines and SpaceAfter/SpacesAfter in MISC, as UDPipe writes it; HEAD
-    and the other columns ``_``."""
+    sentences as UDPipe writes them in CoNLL-U: ``# newdoc`` (first), ``# newpar``,
+    ``# sent_id``, ``# text``, multiword-token lines and SpaceAfter/SpacesAfter in MISC; HEAD
+    and the other columns ``_``. ``parser.data.stream.Source`` reads a raw file through it."""
 
     def __init__(self, path: str | os.PathLike):
         from ufal.udpipe import Model
 
         from objectives.conventions import ConfigurationError
 
-        if not Path(path).is_file():
-            raise FileNotFoundError(2, "no such tokenizer (train one: treeexp tokenizer train)", str(path))
-        self.path = str(path)
+        self.path = tokenizer_file(path)
         self.model = Model.load(self.path)
         if self.model is None:
-            raise ConfigurationError(f"{path}: not a UDPipe tokenizer")
+            raise ConfigurationError(f"{path}: not a UDPipe tokenizer (train one: treeexp tokenizer train)")
 
-    @classmethod
-    def of_parser(cls, parser: str | os.PathLike, path: str | os.PathLike | None = None) -> Tokenizer:
-        """The tokenizer at ``path``, else the one saved in the directory of ``parser``."""
-        if path is None:
-            from objectives.conventions import ConfigurationError
-
-            path = Path(parser) / TOKENIZER_FILE
-            if not path.is_file():
-                raise ConfigurationError(f"{parser}: no {TOKENIZER_FILE} beside the parser; train one with "
-                                         f"`treeexp tokenizer train TRAIN.conllu {parser}` or give --tokenizer")
-        return cls(path)
-
-    def sentences(self, source: str | os.PathLike) -> Iterator[Sentence | ConlluError]:
-        """The raw text file's sentences, read and tokenised lazily (``-``: standard input);
-        a line that is not UTF-8 as its ConlluError in its place (the rest of its paragraph
-        is kept). A sentence's ``line`` is its paragraph's first line."""
+    def records(self, source: str | os.PathLike) -> Iterator[Record | ConlluError]:
+        """The raw text file's sentences as CoNLL-U Records, read and tokenised lazily
+        (``-``: standard input); a line that is not UTF-8 as its ConlluError in its place (the
+        rest of its paragraph is kept). A sentence's ``line`` is its paragraph's first line."""
         from ufal.udpipe import OutputFormat, ProcessingError, Sentence as UDPipeSentence
 
         tokenizer, writer, error = self.model.newTokenizer(self.model.DEFAULT), OutputFormat.newOutputFormat("conllu"), \
@@ -119,10 +120,7 @@ class Tokenizer:
                 block = writer.writeSentence(sentence).rstrip("\n").split("\n")
                 if first and "# newpar" not in block:  # each setText is one paragraph: UDPipe marks only the first
                     block.insert(block[0] == "# newdoc", "# newpar")
-                try:
-                    yield parse_record(source, Record(start, [line.encode("utf-8") for line in block]), text=False)
-                except ConlluError as malformed:  # a token UDPipe made that CoNLL-U cannot hold
-                    yield malformed
+                yield Record(start, [line.encode("utf-8") for line in block])
                 sentence, first = UDPipeSentence(), False
             if error.occurred():
                 yield ConlluError(f"{source}:{start}: UDPipe could not tokenise the paragraph ({error.message.strip()})")
@@ -149,6 +147,7 @@ def _paragraphs(source: str | os.PathLike) -> Iterator[tuple[int, list[str | Con
 def main(argv: list[str] | None = None) -> None:
     from parser.cli import run_reporting_errors
     from parser.data.sentences import Skipped, open_output, write_conllu
+    from parser.data.stream import Source
 
     cli = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     commands = cli.add_subparsers(dest="command", required=True)
@@ -173,10 +172,9 @@ def main(argv: list[str] | None = None) -> None:
         return
 
     def tokenise() -> int:
-        tokenizer = Tokenizer.of_parser(args.model) if Path(args.model).is_dir() else Tokenizer(args.model)
         skipped = Skipped()
         with open_output(args.output) as output:
-            for sentence in skipped.filter(tokenizer.sentences(args.input)):
+            for sentence in skipped.filter(Source(args.input, tokenizer=args.model).sentences()):
                 write_conllu([sentence], output)
         return skipped.count
 

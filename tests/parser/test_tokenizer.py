@@ -3,6 +3,7 @@ text parsed into CoNLL-U with paragraphs, sentence ids, text, multiword tokens a
 
 from __future__ import annotations
 
+import itertools
 import os
 import subprocess
 import sys
@@ -12,7 +13,8 @@ import pytest
 import torch
 
 from parser.data.sentences import ConlluError, read_conllu
-from parser.data.tokenizer import TOKENIZER_FILE, Tokenizer, train_tokenizer
+from parser.data.stream import Source
+from parser.data.tokenizer import TOKENIZER_FILE, train_tokenizer
 from parser.model import Parser
 from parser.network import Heads
 from parser.predict import predict
@@ -36,7 +38,7 @@ def saved(tiny_bert_dir, ud_dir, tmp_path_factory) -> Path:
 def test_raw_text_becomes_sentences_with_paragraphs_and_multiword_tokens(saved, tmp_path):
     raw = tmp_path / "raw.txt"
     raw.write_bytes(RAW.encode() + b"caf\xe9 au lait\n")
-    items = list(Tokenizer.of_parser(saved).sentences(raw))
+    items = list(Source(str(raw), tokenizer=str(saved)).sentences())
     errors = [item for item in items if isinstance(item, ConlluError)]
     sentences = [item for item in items if not isinstance(item, ConlluError)]
     assert [str(e) for e in errors] == [f"{raw}:5: not UTF-8 text (byte 0xe9 at byte 4 of the line)"]
@@ -86,4 +88,23 @@ def test_the_tokenizer_command_writes_conllu(saved, tmp_path):
     raw, out = tmp_path / "raw.txt", tmp_path / "out.conllu"
     raw.write_text(RAW, encoding="utf-8")
     tokenizer.main(["run", str(saved), str(raw), str(out)])
-    assert [s.words for s in read_conllu(out, trees=False)] == [s.words for s in Tokenizer(saved / TOKENIZER_FILE).sentences(raw)]
+    assert [s.words for s in read_conllu(out, trees=False)] == [s.words for s in Source(str(raw), tokenizer=str(saved / TOKENIZER_FILE)).sentences()]
+
+
+def test_raw_text_as_unlabeled_sentences(saved, ud_dir, tmp_path):
+    """``--data.unlabeled_tokenizer``: the unlabeled stream splits and tokenises raw text
+    as it reads it (multiword tokens as their syntactic words)."""
+    from parser.data.datamodule import DependencyDataModule
+    from parser.data.stream import SentenceStream
+    from parser.data.vocab import build_upos_vocab
+
+    raw = tmp_path / "raw.txt"
+    raw.write_text(RAW, encoding="utf-8")
+    dev = str(ud_dir / GREEK).replace("-train.", "-dev.")
+    data = DependencyDataModule(treebank=None, train=dev, dev=dev, unlabeled=str(raw),
+                                unlabeled_tokenizer=str(saved / TOKENIZER_FILE))
+    data.setup("fit")
+    expected = [s.words for s in Source(str(raw), tokenizer=str(saved)).sentences()]
+    batches = iter(SentenceStream(data.unlabeled_sources, build_upos_vocab(), shuffle_buffer=len(expected)))
+    words = [list(w) for batch in itertools.islice(batches, 2) for w in batch.words]
+    assert sorted(words[:len(expected)]) == sorted(expected) and ["σ", "την"] == expected[0][3:5]
