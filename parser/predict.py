@@ -82,13 +82,13 @@ WINDOW = 2000  # sentences read, sorted by length for batching and written at a 
 
 @dataclass
 class Parsed:
-    """What a parse did: ``sentences`` written (resumed ones included), malformed
-    ``skipped``, ``seconds`` parsing and decoding."""
+    """What a parse did: ``sentences`` in the output (resumed ones included), ``parsed`` by
+    this call in ``seconds`` (parsing and decoding), malformed ones ``skipped``."""
 
     sentences: int
     skipped: int
     seconds: float
-    parsed: int  # sentences parsed by this call
+    parsed: int
 
     @property
     def speed(self) -> float:
@@ -124,7 +124,7 @@ def predict(checkpoint: str, source: str, target: str, batch_size: int = 32, dev
     ``Parsed.skipped``. ``resume``: keep the sentences ``target`` holds whole (a partly
     written last one is cut off), skip as many well-formed input sentences and append;
     the window the first new one falls in is parsed whole again, so the file is the one
-    an uninterrupted parse writes, byte for byte. ``progress``: a bar on stderr
+    an uninterrupted parse with the same ``window`` writes, byte for byte. ``progress``: a bar on stderr
     (default: where stderr is a terminal). The checkpoint's kind, the output's folder and
     the input up to its first well-formed sentence are checked before the model loads.
     """
@@ -137,9 +137,9 @@ def predict(checkpoint: str, source: str, target: str, batch_size: int = 32, dev
         raise ConfigurationError("--resume needs an output file, not standard output")
     if target != "-" and not Path(target).resolve().parent.is_dir():
         raise FileNotFoundError(2, "no such folder for the output", str(Path(target).parent))
-    skipped = Skipped(MAX_LOGGED)
     if input_format == "raw" and tokenizer is None and not Path(checkpoint).is_dir():
         raise ConfigurationError(f"{checkpoint}: raw text needs --tokenizer (only a saved parser's directory holds one)")
+    skipped = Skipped(MAX_LOGGED)
     reader = Source(source, lines=input_format == "text",
                     tokenizer=(tokenizer or checkpoint) if input_format == "raw" else None)
     sentences = skipped.filter(reader.sentences())
