@@ -4,6 +4,7 @@ the official CoNLL 2018 scorer's tokens, sentences and words F1.
 
     python -m benchmarks.tokenizer --sentences 100            # the six targets, one at a time
     python -m benchmarks.tokenizer --sentences 0 --epochs 5   # whole training files
+    python -m benchmarks.tokenizer --report                   # the rows as docs/results.md's table
 
 The raw text is the test file's ``# text`` lines, a paragraph's sentences joined by a space,
 paragraphs (``# newpar``, where the file has them) by a blank line. Training and tokenising run
@@ -21,7 +22,7 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks.common import portable, provenance
+from benchmarks.common import markdown_table, portable, provenance, read_rows
 from benchmarks.transfer import TARGETS
 from parser.data.sentences import read_conllu, write_conllu
 from parser.data.tokenizer import EPOCHS
@@ -79,6 +80,16 @@ def run(ud: Path, treebank: str, sentences: int, epochs: int, output: Path) -> d
             "train_seconds": round(seconds, 1)}
 
 
+def report(results: Path) -> str:
+    """The rows of ``results`` as a markdown table, the last row of each treebank, size and epochs."""
+    rows = {(r["treebank"], r["train_sentences"], r["epochs"]): r for r in read_rows(results)}
+    return markdown_table(["treebank", "trained on (trees)", "epochs", "tokens F1", "sentences F1", "words F1",
+                           "training (s)", "commit"],
+                          [[r["treebank"], r["train_sentences"], r["epochs"], f"{r['tokens_f1']:.2f}",
+                            f"{r['sentences_f1']:.2f}", f"{r['words_f1']:.2f}", r["train_seconds"], r["commit"][:7]]
+                           for r in sorted(rows.values(), key=lambda r: (r["train_sentences"] > 100, r["treebank"]))])
+
+
 def main(argv: list[str] | None = None) -> None:
     cli = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     cli.add_argument("--treebanks", nargs="+", default=list(TARGETS))
@@ -87,7 +98,11 @@ def main(argv: list[str] | None = None) -> None:
     cli.add_argument("--ud", type=Path, default=Path(os.environ.get("UD_DIR", "../shared/data/ud")))
     cli.add_argument("--output", type=Path, default=Path("runs/tokenizer"))
     cli.add_argument("--results", type=Path, default=RESULTS)
+    cli.add_argument("--report", action="store_true", help="print the rows of --results as a table, run nothing")
     args = cli.parse_args(argv)
+    if args.report:
+        print(report(args.results))
+        return
     origin = provenance(["-m", "benchmarks.tokenizer", *(sys.argv[1:] if argv is None else argv)])
     for treebank in args.treebanks:
         row = portable({**run(args.ud, treebank, args.sentences, args.epochs, args.output), **origin})
