@@ -33,8 +33,14 @@ def udpipe_sentences(path: str | os.PathLike, limit: int | None = None) -> list:
     its trainer takes; ConlluError naming the file for what UDPipe cannot read."""
     from ufal.udpipe import InputFormat, ProcessingError, Sentence as UDPipeSentence, Sentences
 
+    data = Path(path).read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as bad:
+        line = data.count(b"\n", 0, bad.start) + 1
+        raise ConlluError(f"{path}:{line}: not UTF-8 text") from None
     reader, error = InputFormat.newConlluInputFormat(), ProcessingError()
-    reader.setText(Path(path).read_text(encoding="utf-8"))
+    reader.setText(text)
     sentences, sentence = Sentences(), UDPipeSentence()
     while (limit is None or len(sentences) < limit) and reader.nextSentence(sentence, error):
         sentences.append(sentence)

@@ -108,3 +108,14 @@ def test_raw_text_as_unlabeled_sentences(saved, ud_dir, tmp_path):
     batches = iter(SentenceStream(data.unlabeled_sources, build_upos_vocab(), shuffle_buffer=len(expected)))
     words = [list(w) for batch in itertools.islice(batches, 2) for w in batch.words]
     assert sorted(words[:len(expected)]) == sorted(expected) and ["σ", "την"] == expected[0][3:5]
+
+
+def test_a_bad_training_file_is_one_error_line(tmp_path, capsys):
+    from parser.data import tokenizer
+
+    latin1 = tmp_path / "latin1.conllu"
+    latin1.write_bytes(b"# text = a\n1\ta\t_\t_\t_\t_\t0\troot\t_\t_\n\n# text = caf\xe9\n1\tcaf\xe9\t_\t_\t_\t_\t0\troot\t_\t_\n\n")
+    with pytest.raises(SystemExit) as stopped:
+        tokenizer.main(["train", str(latin1), str(tmp_path / "t.udpipe"), "--epochs", "1"])
+    assert stopped.value.code == 2
+    assert capsys.readouterr().err.strip().splitlines() == [f"error: {latin1}:4: not UTF-8 text"]
