@@ -119,3 +119,14 @@ def test_a_bad_training_file_is_one_error_line(tmp_path, capsys):
         tokenizer.main(["train", str(latin1), str(tmp_path / "t.udpipe"), "--epochs", "1"])
     assert stopped.value.code == 2
     assert capsys.readouterr().err.strip().splitlines() == [f"error: {latin1}:4: not UTF-8 text"]
+
+
+def test_a_raw_parse_cut_mid_sentence_resumes_to_the_same_file(saved, tmp_path):
+    raw = tmp_path / "raw.txt"
+    raw.write_text("\n".join([RAW] * 3), encoding="utf-8")
+    whole, cut = tmp_path / "whole.conllu", tmp_path / "cut.conllu"
+    predict(str(saved), str(raw), str(whole), device="cpu", input_format="raw", window=2)
+    written = whole.read_bytes()
+    cut.write_bytes(written[:len(written) // 2])
+    predict(str(saved), str(raw), str(cut), device="cpu", input_format="raw", window=2, resume=True)
+    assert cut.read_bytes() == written and written.count(b"# newpar\n") == 6
