@@ -6,9 +6,10 @@ sentence after them carries CoNLL-U's ``# newpar``).
 Reading keeps every column, comment, multiword token and empty node, so that
 ``read_conllu`` then ``write_conllu`` reproduces a UD file byte for byte; malformed input
 (bytes that are not UTF-8 included) raises :class:`ConlluError` naming file and line. A
-name ending in ``.gz`` is read through gzip. :func:`records` and :func:`parse_record` are
-the pieces the strict readers here and the lenient unlabeled stream (``parser.data.stream``)
-share.
+name ending in ``.gz`` is read through gzip, ``-`` is standard input (``open_output``: standard
+output). :func:`records` and :func:`parse_record` are the pieces the strict readers here and
+the lenient readers share (``parse_records`` and ``Skipped``: ``parser.data.stream.Source``, the
+unlabeled stream and ``treeexp parse``).
 """
 
 from __future__ import annotations
@@ -313,7 +314,7 @@ class Skipped:
     """Passes the sentences of a stream on and names each malformed one (its ConlluError)
     on stderr, the first ``logged``, counting all in ``count``."""
 
-    def __init__(self, logged: int = 100):
+    def __init__(self, logged: int):
         self.count = 0
         self.logged = logged
 

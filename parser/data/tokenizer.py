@@ -153,7 +153,7 @@ def _paragraphs(source: str | os.PathLike) -> Iterator[tuple[int, list[str | Con
 def main(argv: list[str] | None = None) -> None:
     from parser.cli import run_reporting_errors
     from parser.data.sentences import Skipped, open_output, write_conllu
-    from parser.data.stream import Source
+    from parser.data.stream import MAX_LOGGED, Source
 
     cli = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     commands = cli.add_subparsers(dest="command", required=True)
@@ -178,7 +178,7 @@ def main(argv: list[str] | None = None) -> None:
         return
 
     def tokenise() -> int:
-        skipped = Skipped()
+        skipped = Skipped(MAX_LOGGED)
         with open_output(args.output) as output:
             for sentence in skipped.filter(Source(args.input, tokenizer=args.model).sentences()):
                 write_conllu([sentence], output)
