@@ -127,3 +127,11 @@ def test_text_lines_still_parse(saved, tmp_path):
     parsed = read_conllu(tmp_path / "out.conllu")
     assert [s.words for s in parsed] == [["The", "dog", "barks", "."], ["Hi", "!"]]
     assert "newpar" in parsed[1].tokenlist.metadata
+
+
+def test_a_progress_bar_counts_sentences_against_the_input(saved, corpus, tmp_path, capsys):
+    predict(str(saved), str(corpus), str(tmp_path / "out.conllu"), device="cpu", window=25, progress=True)
+    bar = capsys.readouterr().err.replace("\r", "\n").splitlines()
+    assert any("60/60" in line and "sentences/s" in line for line in bar), bar
+    predict(str(saved), str(corpus), str(tmp_path / "quiet.conllu"), device="cpu")  # stderr is no terminal here
+    assert capsys.readouterr().err == ""
