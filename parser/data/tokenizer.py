@@ -25,7 +25,7 @@ from parser.data.sentences import ConlluError, Record, decode, records
 
 TOKENIZER_FILE = "tokenizer.udpipe"
 UDPIPE_METHOD = "morphodita_parsito"  # UDPipe 1's one training method (here its tokenizer alone)
-EPOCHS = 20  # UDPipe's default is 100: 20 train 100 trees in 3-5 minutes of one thread (docs/results/tokenizer.jsonl)
+EPOCHS = 20  # UDPipe's default is 100; 20 take about 2 minutes of one thread (docs/results/tokenizer.jsonl)
 
 
 def udpipe_sentences(path: str | os.PathLike, limit: int | None = None) -> list:
