@@ -1,4 +1,4 @@
-"""Parse a CoNLL-U (or one-sentence-per-line text) file with a trained checkpoint.
+"""Parse a CoNLL-U, tokenised or raw text file with a trained parser, as a stream.
 
     python -m parser.predict CKPT IN.conllu OUT.conllu [--batch-size 32] [--device cpu] [--precision bf16-mixed]
     python -m parser.predict CKPT - - < IN.conllu > OUT.conllu          # a stream, in bounded memory
