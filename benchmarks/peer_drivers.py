@@ -1,8 +1,8 @@
 """What ``benchmarks.peers`` runs inside a peer's own environment, where neither torch nor
 this project's dependencies are installed: the steps of UDPipe 1 and spaCy that their
 command lines do not offer (UDPipe 1 on PyPI is a library without the ``udpipe`` binary;
-``spacy`` parses raw text, not given words). Only the peer's library, the standard library
-and ``parser.data.sentences`` (which needs ``conllu``) are imported; run it from the
+``spacy`` parses raw text, not given words). Only the peer's library, the standard library,
+``parser.data.sentences`` (which needs ``conllu``) and ``parser.data.tokenizer``'s reader are imported; run it from the
 repository root as ``<peer>/bin/python -m benchmarks.peer_drivers COMMAND ...``.
 
     udpipe1-train TRAIN DEV MODEL [--tagger OPTIONS] [--parser OPTIONS]
@@ -16,22 +16,7 @@ import argparse
 import sys
 from pathlib import Path
 
-UDPIPE_METHOD = "morphodita_parsito"  # UDPipe 1's one training method: MorphoDiTa tagger, Parsito parser
-
-
-def udpipe_sentences(path: Path) -> list:
-    """A CoNLL-U file as UDPipe's own sentences (the form its trainer takes)."""
-    from ufal.udpipe import InputFormat, ProcessingError, Sentence, Sentences
-
-    reader, error = InputFormat.newConlluInputFormat(), ProcessingError()
-    reader.setText(path.read_text(encoding="utf-8"))
-    sentences, sentence = Sentences(), Sentence()
-    while reader.nextSentence(sentence, error):
-        sentences.append(sentence)
-        sentence = Sentence()
-    if error.occurred():
-        raise ValueError(f"{path}: {error.message}")
-    return sentences
+from parser.data.tokenizer import UDPIPE_METHOD, udpipe_sentences
 
 
 def udpipe1_train(train: Path, dev: Path, model: Path, tagger: str, parser: str) -> None:

@@ -9,7 +9,8 @@ import sys
 COMMANDS = {  # name: (module, what it does)
     "train": ("train", "train, validate, test or predict with a config (python train.py)"),
     "pipeline": ("parser.pipeline", "a recipe of several training runs as one command"),
-    "parse": ("parser.predict", "parse a CoNLL-U or plain-text file with a saved parser"),
+    "parse": ("parser.predict", "parse a CoNLL-U, tokenised or raw text file with a saved parser"),
+    "tokenizer": ("parser.data.tokenizer", "learn sentence splitting and tokenisation from CoNLL-U; tokenise raw text"),
     "evaluate": ("parser.evaluate", "score a parsed file against the gold one (CoNLL 2018 definitions)"),
     "show": ("parser.show", "draw a parsed sentence and its arc marginals"),
     "plot": ("parser.plot", "plot a run's training curves"),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 
@@ -212,11 +213,12 @@ class Parser(LightningModule):
         return list(zip(batch.index.tolist(), parse_batch(self.network, self.decoding, batch)))
 
     def parse(self, sentences: list[list[str]], batch_size: int = 32, marginals: bool = False,
-              treebank: str | list[str | None] | None = None) -> list[Parse]:
+              treebank: str | list[str | None] | None = None, progress: Callable[[int], object] | None = None
+              ) -> list[Parse]:
         """Parse pre-tokenised sentences (each a list of words): heads, labels, with a
         tagger UPOS and, on request, arc marginals; ``treebank``: theirs, for treebank
-        vectors (:func:`~parser.decoding.parsing.parse_words`)."""
-        return parse_words(self.network, self.decoding, sentences, batch_size, marginals, treebank)
+        vectors; ``progress``: told each batch's size (:func:`~parser.decoding.parsing.parse_words`)."""
+        return parse_words(self.network, self.decoding, sentences, batch_size, marginals, treebank, progress)
 
     # ----------------------------------------------------------------- files
     def on_save_checkpoint(self, checkpoint: dict) -> None:

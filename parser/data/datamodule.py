@@ -85,7 +85,10 @@ class DependencyDataModule(LightningDataModule):
         test: test CoNLL-U file (or list), overriding the treebank's.
         unlabeled: extra sentences without trees, read as a stream (never whole): a file,
             a glob or a list of both; CoNLL-U (trees ignored) or ``.txt`` (one tokenised
-            sentence per line), each maybe ``.gz``.
+            sentence per line), each maybe ``.gz``; raw text with ``unlabeled_tokenizer``.
+        unlabeled_tokenizer: a tokenizer file (``treeexp tokenizer train``): the unlabeled
+            files are then raw text (paragraphs separated by blank lines) that it splits
+            into sentences and tokenises as the stream reads them.
         labeled_size: keep only the first K training sentences labeled; the rest of the
             training files joins the unlabeled stream (without their trees). With 0 every
             step reads only unlabeled text (every term then needs ``data: unlabeled``, and
@@ -134,7 +137,8 @@ class DependencyDataModule(LightningDataModule):
                  skip_invalid_trees: bool = False, seed: int = 0, shuffle_buffer: int = 10_000,
                  on_bad_unlabeled: Literal["skip", "error"] = "skip",
                  unlabeled_tags: Literal["keep", "drop"] = "keep", partial: bool = False,
-                 sampling_alpha: float = 1.0, max_treebank_sentences: int | None = None):
+                 sampling_alpha: float = 1.0, max_treebank_sentences: int | None = None,
+                 unlabeled_tokenizer: str | None = None):
         super().__init__()
         if labeled_size is not None and labeled_size < 0:
             raise ConfigurationError(f"labeled_size must be at least 0, not {labeled_size}")
@@ -153,6 +157,7 @@ class DependencyDataModule(LightningDataModule):
         self.root = Path(root) if root is not None else default_root()
         self.train, self.dev, self.test = train, dev, test
         self.unlabeled = unlabeled
+        self.unlabeled_tokenizer = unlabeled_tokenizer
         self.labeled_size = labeled_size
         self.dev_size = dev_size
         self.predict = predict
@@ -263,7 +268,8 @@ class DependencyDataModule(LightningDataModule):
         on_invalid = "skip" if self.skip_invalid_trees else "raise"
         if stage in ("fit", None):
             train = self._first_of_each_treebank(self._read("train", on_invalid=on_invalid, partial=self.partial))
-            sources = [Source(f) for f in expand_files(self.unlabeled)] if self.unlabeled else []
+            sources = [Source(f, tokenizer=self.unlabeled_tokenizer) for f in expand_files(self.unlabeled)
+                       ] if self.unlabeled else []
             if self.labeled_size is not None and len(train) > self.labeled_size:
                 first = train[self.labeled_size]  # the rest of its file, then the files after it
                 later = [str(p) for p in self.paths("train")]

@@ -6,9 +6,10 @@ sentence after them carries CoNLL-U's ``# newpar``).
 Reading keeps every column, comment, multiword token and empty node, so that
 ``read_conllu`` then ``write_conllu`` reproduces a UD file byte for byte; malformed input
 (bytes that are not UTF-8 included) raises :class:`ConlluError` naming file and line. A
-name ending in ``.gz`` is read through gzip. :func:`records` and :func:`parse_record` are
-the pieces the strict readers here and the lenient unlabeled stream (``parser.data.stream``)
-share.
+name ending in ``.gz`` is read through gzip, ``-`` is standard input (``open_output``: standard
+output). :func:`records` and :func:`parse_record` are the pieces the strict readers here and
+the lenient readers share (``parse_records`` and ``Skipped``: ``parser.data.stream.Source``, the
+unlabeled stream and ``treeexp parse``).
 """
 
 from __future__ import annotations
@@ -16,8 +17,9 @@ from __future__ import annotations
 import gzip
 import logging
 import os
+import sys
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import BinaryIO, Literal, TextIO
@@ -106,8 +108,17 @@ def read_conllu(path: str | os.PathLike, trees: bool = True,
 
 
 def open_bytes(path: str | os.PathLike) -> BinaryIO:
-    """The file's bytes, decompressed when its name ends in ``.gz``."""
+    """The file's bytes, decompressed when its name ends in ``.gz``; ``-``: standard input (left open)."""
+    if str(path) == "-":
+        return open(sys.stdin.fileno(), "rb", closefd=False)
     return gzip.open(path, "rb") if str(path).endswith(".gz") else open(path, "rb")
+
+
+def open_output(path: str | os.PathLike, append: bool = False) -> TextIO:
+    """``path`` opened for writing UTF-8 (appending with ``append``); ``-``: standard output, left open."""
+    if str(path) == "-":
+        return open(sys.stdout.fileno(), "w", encoding="utf-8", closefd=False)
+    return open(path, "a" if append else "w", encoding="utf-8")
 
 
 def is_text(path: str | os.PathLike) -> bool:
@@ -167,7 +178,7 @@ def _check_text(path: str | os.PathLike, head: bytes) -> None:
         raise ConlluError(f"{path}:1: binary file (NUL bytes), not text")
 
 
-def _decode(path: str | os.PathLike, record: Record) -> list[str]:
+def decode(path: str | os.PathLike, record: Record) -> list[str]:
     """The record's lines as text; ConlluError naming line and byte for bytes that are not UTF-8."""
     lines = []
     for number, raw in enumerate(record.lines, record.line):
@@ -188,7 +199,7 @@ def parse_record(path: str | os.PathLike, record: Record, text: bool, trees: boo
     comment (after ``# newpar`` when it starts a paragraph) so that predictions can be
     written as CoNLL-U.
     """
-    lines = _decode(path, record)
+    lines = decode(path, record)
     if not text:
         return _parse_block(path, record.line, lines, trees, partial)
     words = lines[0].split()
@@ -283,6 +294,40 @@ def read_text(path: str | os.PathLike) -> list[Sentence]:
     if not sentences:
         raise ConlluError(f"{path}:1: empty file, no sentences")
     return sentences
+
+
+def parse_records(path: str | os.PathLike, items: Iterable[Record | ConlluError], text: bool
+                  ) -> Iterator[Sentence | ConlluError]:
+    """Each Record of ``path`` parsed (``parse_record``); a malformed one, or an error already
+    in its place, as its ConlluError."""
+    for item in items:
+        if isinstance(item, ConlluError):
+            yield item
+            continue
+        try:
+            yield parse_record(path, item, text)
+        except ConlluError as error:
+            yield error
+
+
+class Skipped:
+    """Passes the sentences of a stream on and names each malformed one (its ConlluError)
+    on stderr, the first ``logged``, counting all in ``count``."""
+
+    def __init__(self, logged: int):
+        self.count = 0
+        self.logged = logged
+
+    def filter(self, items: Iterable[Sentence | ConlluError]) -> Iterator[Sentence]:
+        from tqdm import tqdm  # not in every peer's environment (benchmarks.peer_drivers)
+
+        for item in items:
+            if isinstance(item, Sentence):
+                yield item
+                continue
+            self.count += 1
+            if self.count <= self.logged:
+                tqdm.write(f"skipped: {item}", file=sys.stderr)  # above a progress bar, if one is shown
 
 
 def read_sentences(path: str | os.PathLike) -> list[Sentence]:

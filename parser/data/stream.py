@@ -18,7 +18,8 @@ from torch.utils.data import IterableDataset, get_worker_info
 
 from parser.data.batch import Batch, collate
 from parser.data.sampler import length_batches, replicas
-from parser.data.sentences import ConlluError, Record, Sentence, is_text, parse_record, records
+from parser.data.sentences import ConlluError, Record, Sentence, is_text, parse_record, parse_records, records
+from parser.data.tokenizer import Tokenizer
 from parser.data.vocab import Vocab
 
 log = logging.getLogger(__name__)
@@ -27,27 +28,34 @@ MAX_LOGGED = 100  # skipped lines logged one by one per worker; later ones are o
 
 @dataclass(frozen=True)
 class Source:
-    """A file of unlabeled sentences, read from line ``first_line`` on (the labeled
-    training file's tail after ``labeled_size`` sentences starts further in)."""
+    """A file of sentences without trees (``-``: standard input), read from line
+    ``first_line`` on (the labeled training file's tail after ``labeled_size`` sentences
+    starts further in). ``tokenizer``: the file is raw text, split and tokenised by this
+    tokenizer file (:mod:`parser.data.tokenizer`); else ``lines``: one tokenised sentence per
+    line, not CoNLL-U (default: by name, ``.txt``)."""
 
     path: str
     first_line: int = 1
+    tokenizer: str | None = None
+    lines: bool | None = None
 
     @property
     def text(self) -> bool:
-        return is_text(self.path)
+        """Whether the records are lines of tokenised text (else CoNLL-U blocks)."""
+        return self.tokenizer is None and (is_text(self.path) if self.lines is None else self.lines)
 
-    def records(self) -> Iterator[Record]:
-        return (r for r in records(self.path, self.text) if r.line >= self.first_line)
+    def records(self) -> Iterator[Record | ConlluError]:
+        """The Records from ``first_line`` on, a malformed raw line as its ConlluError in its place."""
+        found = records(self.path, self.text) if self.tokenizer is None else Tokenizer(self.tokenizer).records(self.path)
+        return (r for r in found if isinstance(r, ConlluError) or r.line >= self.first_line)
+
+    def sentences(self) -> Iterator[Sentence | ConlluError]:
+        """The sentences read lazily, a malformed one as its ConlluError in its place."""
+        return parse_records(self.path, self.records(), self.text)
 
     def first_sentence(self) -> Sentence | None:
         """The first sentence that parses, or None; a binary file raises ConlluError."""
-        for record in self.records():
-            try:
-                return parse_record(self.path, record, self.text)
-            except ConlluError:
-                continue
-        return None
+        return next((s for s in self.sentences() if isinstance(s, Sentence)), None)
 
 
 class SentenceStream(IterableDataset):

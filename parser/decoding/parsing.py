@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 import dataclasses
 from dataclasses import dataclass
 
@@ -46,11 +46,13 @@ def parse_batch(network: Network, decoding: Decoding, batch: Batch, marginals: b
 
 @torch.no_grad()
 def parse_words(network: Network, decoding: Decoding, sentences: Sequence[Sequence[str]], batch_size: int = 32,
-                marginals: bool = False, treebank: str | Sequence[str | None] | None = None) -> list[Parse]:
+                marginals: bool = False, treebank: str | Sequence[str | None] | None = None,
+                progress: Callable[[int], object] | None = None) -> list[Parse]:
     """Parse pre-tokenised sentences (each a list of words), in length-sorted batches, in
     the order given. A string is refused, not split: ``text.split()`` it first.
     ``treebank``: the sentences' treebank (one name, or one per sentence), for a parser
-    with treebank vectors (``EncoderOptions.treebank_embedding``); None: ``<other>``."""
+    with treebank vectors (``EncoderOptions.treebank_embedding``); None: ``<other>``.
+    ``progress`` is called with each batch's number of sentences once it is parsed."""
     for sentence in [sentences] if isinstance(sentences, str) else sentences:
         if isinstance(sentence, str) or not all(isinstance(word, str) for word in sentence):
             raise TypeError(
@@ -68,4 +70,6 @@ def parse_words(network: Network, decoding: Decoding, sentences: Sequence[Sequen
         batch = dataclasses.replace(collate(chunk, network.upos_vocab, None), treebanks=[treebanks[i] for i in ids])
         for i, parse in zip(ids, parse_batch(network, decoding, batch, marginals)):
             parses[i] = parse
+        if progress is not None:
+            progress(len(ids))
     return parses
