@@ -126,7 +126,7 @@ def main(argv: list[str] | None = None) -> None:
     one.add_argument("--recipe", choices=RECIPES, required=True)
     one.add_argument("--seed", type=int, default=1)
     one.add_argument("--base", type=Path, required=True, help="the multilingual base's checkpoint")
-    one.add_argument("--data-root", help="folder of the UD treebanks (default: $UD_DIR)")
+    one.add_argument("--root", help="the folder of UD treebanks (default: $UD_DIR, else data/ud)")
     one.add_argument("--results", type=Path, default=RESULTS)
     table = commands.add_parser("report", help="the table of the recorded rows")
     table.add_argument("--results", type=Path, default=RESULTS)
@@ -136,7 +136,7 @@ def main(argv: list[str] | None = None) -> None:
         print(report(args.results))
         return
     row = run_reporting_errors(lambda: run(args.treebank, args.trees, args.recipe, args.seed, args.base,
-                                           args.data_root, args.results, argv))
+                                           args.root, args.results, argv))
     print(json.dumps(row))
 
 
