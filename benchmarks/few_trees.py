@@ -3,7 +3,7 @@ on a target, its test scores as a row of ``docs/results/few_trees.jsonl``, and t
 
     python -m benchmarks.few_trees run --treebank UD_Wolof-WTB --trees 0 --recipe ge_facts --seed 1 \
         --base runs/base/multilingual_base/version_0/checkpoints/best.ckpt
-    python -m benchmarks.few_trees report
+    python -m benchmarks.few_trees report [--plot docs/figures/few_trees.png]
 
 Recipes (each the product's own configs, run by :func:`parser.runs.fit` in
 ``runs/few/<treebank>/<trees>/<recipe>/seed<S>``):
@@ -29,6 +29,7 @@ import sys
 from pathlib import Path
 
 from benchmarks.common import ROOT, portable, provenance, read_rows
+from benchmarks.headline import grouped_bars
 from parser import pipeline
 from parser.cli import run_reporting_errors
 from parser.data.datamodule import DependencyDataModule
@@ -98,6 +99,16 @@ def run(treebank: str, trees: int, recipe: str, seed: int, base: Path, root: str
     return row
 
 
+def figure(results: Path, output: Path, trees: int = 0) -> Path:
+    """Grouped bars per target at ``trees`` trees: test LAS of each recipe (seeds as dots)."""
+    rows = [r for r in read_rows(results) if r["trees"] == trees]
+    treebanks = list(dict.fromkeys(r["treebank"] for r in rows))
+    recipes = [r for r in RECIPES if any(row["recipe"] == r for row in rows)]
+    series = [(recipe, f"C{i}", [[r["test_las"] for r in rows if (r["treebank"], r["recipe"]) == (t, recipe)] or None
+                                 for t in treebanks]) for i, recipe in enumerate(recipes)]
+    return grouped_bars([t.removeprefix("UD_") for t in treebanks], series, output)
+
+
 def report(results: Path) -> str:
     """Mean test LAS (UAS) over seeds of each recipe, a row per treebank and number of trees."""
     rows = read_rows(results)
@@ -130,10 +141,13 @@ def main(argv: list[str] | None = None) -> None:
     one.add_argument("--results", type=Path, default=RESULTS)
     table = commands.add_parser("report", help="the table of the recorded rows")
     table.add_argument("--results", type=Path, default=RESULTS)
+    table.add_argument("--plot", type=Path, help="also draw the rows of no tree as bars into this PNG")
     argv = sys.argv[1:] if argv is None else argv
     args = parser.parse_args(argv)
     if args.command == "report":
         print(report(args.results))
+        if args.plot:
+            print(f"figure: {figure(args.results, args.plot)}")
         return
     row = run_reporting_errors(lambda: run(args.treebank, args.trees, args.recipe, args.seed, args.base,
                                            args.root, args.results, argv))

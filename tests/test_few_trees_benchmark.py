@@ -18,3 +18,4 @@ def test_the_table_has_a_cell_per_treebank_trees_and_recipe(tmp_path):
     table = few_trees.report(results).splitlines()
     assert table[0] == "| treebank | trees | zero_shot | ge_facts |"
     assert table[2] == "| UD_X | 0 | 40.00 (60.00) | 45.00 (63.00) n=2 |"
+    assert few_trees.figure(results, tmp_path / "bars.png").stat().st_size > 1000
