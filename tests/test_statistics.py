@@ -38,12 +38,14 @@ def test_counted_rates_are_the_gold_rates_with_rare_ones_left_out(wolof_dev):
 
 
 def test_bootstrap_tolerances_shrink_with_more_trees(wolof_dev):
-    few = {(c.child, c.label, c.direction): c for c in statistics.counted_statistics(["label_sides"], wolof_dev[:30], resamples=20)}
-    many = {(c.child, c.label, c.direction): c for c in statistics.counted_statistics(["label_sides"], wolof_dev[:240], resamples=20)}
+    def keyed(sentences):
+        return {(c.parent, c.child): c for c in statistics.counted_statistics(["pair_sides"], sentences, resamples=15)}
+
+    few, many = keyed(wolof_dev[:30]), keyed(wolof_dev[:240])
     shared = [key for key in few if key in many and 0.1 < many[key].target < 0.9]
     assert shared
     assert sum(few[k].tolerance > many[k].tolerance for k in shared) > 0.8 * len(shared)
-    again = statistics.counted_statistics(["label_sides"], wolof_dev[:30], resamples=20)
+    again = list(keyed(wolof_dev[:30]).values())
     assert again == list(few.values())  # seeded
 
 
