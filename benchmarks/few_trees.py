@@ -75,8 +75,8 @@ def run(treebank: str, trees: int, recipe: str, seed: int, base: Path, root: str
         arguments: list[str]) -> dict:
     """One row: the recipe's parser (the base for ``zero_shot``, the row's command then this
     module's ``arguments``) scored on the target's test file."""
-    if (recipe in ("ge_facts", "ge_oracle")) != (trees == 0):
-        raise ValueError(f"{recipe} is a recipe for {'no tree' if trees else 'K > 0 trees'}")
+    if recipe in ("ge_facts", "ge_oracle") and trees or recipe == "finetuned" and not trees:
+        raise ValueError(f"{recipe} is a recipe for {'K > 0 trees' if recipe == 'finetuned' else 'no tree'}")
     folder = RUNS / treebank / str(trees) / recipe / f"seed{seed}"
     row = {"treebank": treebank, "trees": trees, "recipe": recipe, "seed": seed}
     if recipe == "zero_shot":

@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 from benchmarks import few_trees
 
 
@@ -19,3 +21,9 @@ def test_the_table_has_a_cell_per_treebank_trees_and_recipe(tmp_path):
     assert table[0] == "| treebank | trees | zero_shot | ge_facts |"
     assert table[2] == "| UD_X | 0 | 40.00 (60.00) | 45.00 (63.00) n=2 |"
     assert few_trees.figure(results, tmp_path / "bars.png").stat().st_size > 1000
+
+
+@pytest.mark.parametrize("recipe, trees", [("ge_facts", 10), ("ge_oracle", 20), ("finetuned", 0)])
+def test_a_recipe_for_another_number_of_trees_is_refused(recipe, trees, tmp_path):
+    with pytest.raises(ValueError, match="is a recipe for"):
+        few_trees.run("UD_X", trees, recipe, 1, tmp_path / "base.ckpt", None, tmp_path / "rows.jsonl", [])
