@@ -13,6 +13,8 @@ Recipes (each the product's own configs, run by :func:`parser.runs.fit` in
   (``configs/facts/<language>.yaml``, written from WALS, never from the treebank);
 - ``ge_oracle`` (0 trees): the same toward the whole training file's statistics (``treeexp
   statistics count``: an oracle no user has, reported as such);
+- ``self_training`` (0 trees): the same without GE, the KL to the base alone on the raw text
+  (the control: what GE adds over training on the text at all);
 - ``finetuned`` (K trees): ``configs/transfer.yaml`` on the first K trees, selected on the
   first K dev trees (the protocol of Effland & Collins 2023: no more dev than labeled trees).
 
@@ -37,7 +39,8 @@ from parser.runs import Run, config_path, fit
 
 RESULTS = ROOT / "docs" / "results" / "few_trees.jsonl"
 RUNS = ROOT / "runs" / "few"
-RECIPES = ("zero_shot", "ge_facts", "ge_oracle", "finetuned")
+RECIPES = ("zero_shot", "self_training", "ge_facts", "ge_oracle", "finetuned")
+KL_ONLY = "[{objective: {class_path: objectives.Distillation, init_args: {labeled: true}}, data: unlabeled}]"
 NO_TREEBANK = "configs/no_treebank.yaml"
 FINETUNED = "configs/transfer.yaml"
 
@@ -65,17 +68,19 @@ def train(treebank: str, trees: int, recipe: str, seed: int, base: Path, root: s
     if recipe == "finetuned":
         return fit(config_path(FINETUNED), [*data, "--data.labeled_size", str(trees), "--data.dev_size", str(trees),
                                             "--model.init", str(base)], folder)
+    start = [*data, "--model.init", str(base), "--model.teacher", str(base)]
+    if recipe == "self_training":
+        return fit(config_path(NO_TREEBANK), [*start, "--model.terms", KL_ONLY], folder)
     constraints = (str(config_path(f"configs/facts/{language(treebank)}.yaml")) if recipe == "ge_facts"
                    else str(oracle_statistics(treebank, root, folder.parent)))
-    return fit(config_path(NO_TREEBANK), [*data, "--model.init", str(base), "--model.teacher", str(base),
-                                          "--statistics", constraints], folder)
+    return fit(config_path(NO_TREEBANK), [*start, "--statistics", constraints], folder)
 
 
 def run(treebank: str, trees: int, recipe: str, seed: int, base: Path, root: str | None, results: Path,
         arguments: list[str]) -> dict:
     """One row: the recipe's parser (the base for ``zero_shot``, the row's command then this
     module's ``arguments``) scored on the target's test file."""
-    if recipe in ("ge_facts", "ge_oracle") and trees or recipe == "finetuned" and not trees:
+    if recipe in ("ge_facts", "ge_oracle", "self_training") and trees or recipe == "finetuned" and not trees:
         raise ValueError(f"{recipe} is a recipe for {'K > 0 trees' if recipe == 'finetuned' else 'no tree'}")
     folder = RUNS / treebank / str(trees) / recipe / f"seed{seed}"
     row = {"treebank": treebank, "trees": trees, "recipe": recipe, "seed": seed}
