@@ -36,6 +36,7 @@ from objectives.ge.counts import denominators, gold_counts, label_groups, rates,
 from objectives.ge.facts import read_facts
 
 from parser.cli import run_reporting_errors
+from parser.runs import config_path
 from parser.data.batch import collate
 from parser.data.sentences import Sentence, read_conllu
 from parser.data.vocab import build_label_vocab, build_upos_vocab
@@ -171,14 +172,14 @@ def main(argv: Sequence[str] | None = None) -> None:
         if args.source == "measure":
             from parser.model import Parser
 
-            constraints = load_constraints(args.statistics)
+            constraints = load_constraints(config_path(args.statistics))
             sentences = read_conllu(args.text)[: args.sentences]
             has_trees = all(s.heads is not None and "_" not in s.upos for s in sentences)
             gold = counted_rates(constraints, sentences, 1)[0] if has_trees else None
             print(measure_table(constraints, measured_rates(Parser.load(args.parser), constraints, sentences), gold))
             return
         if args.source == "facts":
-            constraints = read_facts(args.facts)
+            constraints = read_facts(config_path(args.facts))
             header = f"GE statistics from the facts of {args.facts}\n{command}"
         else:
             sentences = [s for path in args.trees for s in read_conllu(path)][args.skip:]
