@@ -116,7 +116,7 @@ class Parser(LightningModule):
         self.terms.check(labeled, unlabeled, unlabeled and data.unlabeled_has_upos, self.network.tagger is not None,
                          self.teacher.given)
         if self._teacher is None and self.terms.needs("teacher"):
-            self._teacher = self.teacher.build(self.network, self.decoding.multiroot, Parser.load)
+            self._teacher = self.teacher.build(self.network, self.decoding.multiroot, _network_of)
 
     def _start_from(self, path: str, labels: list[str], treebanks: list[str]) -> None:
         """The network built from the saved parser's encoder files and started from its weights;
@@ -255,3 +255,9 @@ class Parser(LightningModule):
             raise RuntimeError("nothing to save: the parser has no label vocabulary yet (train it first)")
         hparams = {**self.hparams, "upos_tags": list(self.network.upos_vocab.itos)}
         return checkpoint_files.write_directory(directory, hparams, self, self.network.encoder)
+
+
+def _network_of(path: str) -> tuple[Network, bool]:
+    """A saved parser's network and whether it parses multi-root trees (what a teacher reads of it)."""
+    parser = Parser.load(path)
+    return parser.network, parser.decoding.multiroot

@@ -150,7 +150,7 @@ class GeneralizedExpectation(Objective):
         tagged = [i for i, tag in enumerate(context.tags) if tag in UPOS_TAGS]
         self.tagged_ids = torch.tensor(tagged, dtype=torch.long, device=device)
         self.num_tags = len(context.tags)
-        self.source.setup(self, context)
+        self.source.setup(self.fit_targets, context)
 
     def _ids(self) -> CompiledConstraints:
         if self.ids_parent is None:

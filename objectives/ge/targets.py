@@ -8,17 +8,13 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable, Sequence
 
 from torch import Tensor
 
 from ..conventions import ConfigurationError
-from ..objective import ObjectiveContext, Scores
+from ..objective import ObjectiveContext, Scores, TreeBatch
 from .rules import Constraint
-
-if TYPE_CHECKING:
-    from .loss import GeneralizedExpectation
 
 __all__ = ["TargetSource", "RuleTargets", "LabeledTargets", "TeacherTargets", "NoTargets", "TARGET_SOURCES",
            "as_target_source"]
@@ -39,8 +35,9 @@ class TargetSource:
         """The targets known when the loss is built: none (NaN)."""
         return [math.nan] * len(constraints)
 
-    def setup(self, objective: GeneralizedExpectation, context: ObjectiveContext) -> None:
-        """Estimate the targets before a stage (nothing to estimate here)."""
+    def setup(self, fit_targets: Callable[[Iterable[TreeBatch]], Tensor], context: ObjectiveContext) -> None:
+        """Estimate the targets before a stage (nothing to estimate here); ``fit_targets`` sets
+        the loss's targets ``(K,)`` to their rates in the gold trees of labeled batches."""
 
     def ready(self, targets: Tensor) -> bool:
         """Whether the loss has targets to read, from its ``(K,)`` targets (a host sync)."""
@@ -63,14 +60,14 @@ class RuleTargets(TargetSource):
 
 class LabeledTargets(TargetSource):
     """The constraints' rates in the gold trees of the labeled training sentences, estimated
-    by :meth:`GeneralizedExpectation.fit_targets` in the setup hook when training starts."""
+    by the loss's ``fit_targets`` in the setup hook when training starts."""
 
-    def setup(self, objective: GeneralizedExpectation, context: ObjectiveContext) -> None:
+    def setup(self, fit_targets: Callable[[Iterable[TreeBatch]], Tensor], context: ObjectiveContext) -> None:
         if context.stage != "fit":
             return
         if context.labeled_batches is None:
             raise ConfigurationError("GE with targets_from='labeled' estimates its targets from labeled sentences, but none were given")
-        targets = objective.fit_targets(context.labeled_batches())
+        targets = fit_targets(context.labeled_batches())
         log.info("GE targets from the labeled sample: %d of %d constraints kept", int(targets.isfinite().sum()), len(targets))
 
 

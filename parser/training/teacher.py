@@ -6,7 +6,6 @@ import copy
 import dataclasses
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
 
 import torch
 
@@ -15,9 +14,6 @@ from objectives.objective import Scores
 
 from parser.data.vocab import reindex_labels
 from parser.network import Network
-
-if TYPE_CHECKING:
-    from parser.model import Parser
 
 TREE_SETS = {True: "multi-root", False: "single-root"}
 
@@ -59,15 +55,13 @@ class TeacherOptions:
     def given(self) -> bool:
         return bool(self.checkpoints) or self.ema is not None
 
-    def build(self, student: Network, multiroot: bool, load: Callable[[str], Parser]) -> Teacher:
+    def build(self, student: Network, multiroot: bool, load: Callable[[str], tuple[Network, bool]]) -> Teacher:
         """The teacher of ``student`` (a parser of ``multiroot`` trees); ``load`` reads a saved
-        parser (``Parser.load``)."""
+        parser's network and whether it parses multi-root trees."""
         if self.ema is not None:
             return Teacher.moving_average(student, self.ema)
         paths = [self.checkpoints] if isinstance(self.checkpoints, str) else self.checkpoints
-        loaded = [(path, load(path)) for path in paths]
-        return Teacher.frozen([(path, parser.network, parser.decoding.multiroot) for path, parser in loaded],
-                              multiroot, self.cache_mib)
+        return Teacher.frozen([(path, *load(path)) for path in paths], multiroot, self.cache_mib)
 
 
 class Teacher:
