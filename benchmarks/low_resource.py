@@ -45,7 +45,7 @@ from parser.data.datamodule import DependencyDataModule
 from parser.drawing import new_figure, save
 from parser.evaluate import evaluate
 from parser.data.sentences import read_conllu, records
-from parser.pipeline import Pipeline, Stage
+from parser.pipeline import Pipeline, Stage, TeacherRuns
 from parser.pipeline import run as run_pipeline
 from parser.runs import RECIPES, Run, finished, recipe
 
@@ -127,14 +127,14 @@ def variant(objective: str, args: argparse.Namespace, round_: int | None = None)
 
 
 def cell_stage(objective: str, size: int | str, seeds: list[int], args: argparse.Namespace, round_: int | None = None,
-               teacher_checkpoint: str | Path | None = None, partial_train: Path | None = None, **earlier: str) -> Stage:
+               teacher_checkpoint: str | Path | None = None, partial_train: Path | None = None, teacher: TeacherRuns | None = None) -> Stage:
     """The stage of cells of ``objective`` at K = ``size`` for ``seeds``: the recipe's config,
     and only K (``all``: no limit), the partially annotated training file
     (:func:`write_partial_train`: all of it is used), the teacher of kl and cross_treebank
-    (``teacher_checkpoint``) and the overrides; a self-training round's teachers are an earlier
-    stage (``teacher=`` of the same seed, ``teachers=`` all its runs). The pipeline adds the
+    (``teacher_checkpoint``) and the overrides; a self-training round's teachers are runs of an
+    earlier stage (``teacher``: the one of the same seed, or all as an ensemble). The pipeline adds the
     treebank and the seed."""
-    if objective in DISTILLING and not (teacher_checkpoint or earlier):
+    if objective in DISTILLING and not (teacher_checkpoint or teacher):
         raise ValueError(f"the {objective} objective needs a teacher checkpoint")
     limit = "null" if size == ALL or partial_train is not None else str(size)
     arguments = ["--data.labeled_size", limit,
@@ -142,7 +142,7 @@ def cell_stage(objective: str, size: int | str, seeds: list[int], args: argparse
                  *(["--model.teacher", str(teacher_checkpoint)] if teacher_checkpoint else []),
                  *overrides(objective, args)]
     return Stage(stage_name(objective, size, args, round_), str(recipe(OBJECTIVES[objective])), tuple(seeds),
-                 tuple(arguments), **earlier)
+                 tuple(arguments), teacher=teacher)
 
 
 def self_training(objective: str, size: int | str, seed: int, round_: int, args: argparse.Namespace) -> list[Cell]:
@@ -154,8 +154,8 @@ def self_training(objective: str, size: int | str, seed: int, round_: int, args:
     cells: list[Cell] = [(cell_stage("supervised", size, ensemble or [seed], args), "supervised", None)]
     for r in range(1, round_ + 1):
         seeds = ensemble if committee and r < round_ else [seed]
-        teaching = {"teachers" if ensemble and (r == 1 or committee) else "teacher": cells[-1][0].name}
-        cells.append((cell_stage(objective, size, seeds, args, r, **teaching), objective, r))
+        teacher = TeacherRuns(cells[-1][0].name, "all" if ensemble and (r == 1 or committee) else "seed")
+        cells.append((cell_stage(objective, size, seeds, args, r, teacher=teacher), objective, r))
     return cells
 
 

@@ -16,10 +16,10 @@ folder ``OUTPUT/<stage>/seed<S>``, or a choice between earlier stages::
         args: [--model.encoder, multilingual-e5-small]   # overrides, as on train.py's command line
       - name: student
         config: configs/low_resource_multilingual.yaml
-        teachers: teachers             # every run of that stage teaches (--model.teacher, an ensemble)
+        teacher: {stage: teachers, runs: all}   # every run of that stage teaches (--model.teacher, an ensemble)
       - name: round2
         config: configs/low_resource_multilingual.yaml
-        teacher: student               # the run of the same seed teaches
+        teacher: student               # the run of the same seed teaches ({stage: student, runs: seed})
     final: round2                      # the parser saved to OUTPUT/parser (default: the last stage)
 
 ``config: [A, B]`` reads several config files, each over the one before (train.py's
@@ -65,6 +65,18 @@ from parser.training.callbacks import MONITOR
 
 RESULTS = "runs.jsonl"  # OUTPUT/runs.jsonl: a row per stage and seed, what `treeexp pipeline report` reads
 LOCK = "pipeline.lock"  # OUTPUT/pipeline.lock: the process id of the pipeline running in OUTPUT
+TEACHER_RUNS = ("seed", "all")  # a teacher stage's run of the same seed, or all its runs as one ensemble
+
+
+@dataclass(frozen=True)
+class TeacherRuns:
+    """The runs of an earlier stage that teach each run of a stage (``teacher:``): ``seed``, the run
+    of the same seed (as ``init``), or ``all``, every run as one ensemble."""
+
+    stage: str
+    runs: str = "seed"
+
+
 @dataclass(frozen=True)
 class Stage:
     """One step of a pipeline (see the module docstring for the fields)."""
@@ -73,8 +85,7 @@ class Stage:
     config: str | tuple[str, ...] | None = None  # one config file, or several in order
     seeds: tuple[int, ...] = (1,)
     args: tuple[str, ...] = ()
-    teachers: str | None = None
-    teacher: str | None = None
+    teacher: TeacherRuns | None = None
     init: str | None = None
     data: str = "target"
     choose: tuple[str, ...] = ()
@@ -85,7 +96,7 @@ class Stage:
 
     def earlier(self) -> list[str]:
         """The stages this one reads."""
-        return [s for s in (self.teachers, self.teacher, self.init, *self.choose) if s]
+        return [s for s in (self.teacher and self.teacher.stage, self.init, *self.choose) if s]
 
 
 @dataclass
@@ -133,10 +144,14 @@ def read_pipeline(path: str | Path, until: str | None = None, seed: int | None =
         where = f"{path}: stage {entry.get('name', len(stages) + 1) if isinstance(entry, dict) else len(stages) + 1}"
         if not isinstance(entry, dict) or "name" not in entry:
             raise ConfigurationError(f"{where}: each stage needs a name")
+        if "teachers" in entry:  # the spelling before one key said which runs teach
+            raise ConfigurationError(f"{where}: teachers: {entry['teachers']} is now written teacher: "
+                                     f"{{stage: {entry['teachers']}, runs: all}} (every run of it teaches, as one ensemble)")
         if unknown := sorted(set(entry) - known):
             raise ConfigurationError(f"{where}: unknown keys {', '.join(unknown)} (known: {', '.join(sorted(known))})")
         values = {k: tuple(str(a) for a in v) if k in ("args", "choose") or (k == "config" and isinstance(v, list))
-                  else tuple(v) if k == "seeds" else v for k, v in entry.items()}
+                  else tuple(v) if k == "seeds" else teacher_runs(v, where) if k == "teacher" else v
+                  for k, v in entry.items()}
         stage = Stage(**values)
         if seed is not None and len(stage.seeds) == 1:
             stage = dataclasses.replace(stage, seeds=(seed,))
@@ -162,13 +177,24 @@ def read_pipeline(path: str | Path, until: str | None = None, seed: int | None =
     return Pipeline(stages, final)
 
 
+def teacher_runs(value: str | dict, where: str) -> TeacherRuns:
+    """A stage's ``teacher:``: a stage's name (its run of the same seed) or ``{stage: NAME, runs: seed|all}``."""
+    if isinstance(value, str):
+        return TeacherRuns(value)
+    if not isinstance(value, dict) or set(value) - {"stage", "runs"} or "stage" not in value \
+            or value.get("runs", "seed") not in TEACHER_RUNS:
+        raise ConfigurationError(f"{where}: teacher is a stage's name or {{stage: NAME, runs: seed or all}}, not {value}")
+    return TeacherRuns(str(value["stage"]), value.get("runs", "seed"))
+
+
 def stage_overrides(stage: Stage, seed: int, treebank: str, root: str | None,
                     checkpoints: Callable[[str, int | None], list[str]]) -> list[str]:
     """The overrides of one run of a stage after its first config: its other configs, the data, the
     seed, its teachers and start, its own args."""
     configs = [arg for name in stage.configs()[1:] for arg in ("--config", str(config_path(name)))]
     data = (["--data.treebank", treebank] if stage.data == "target" else []) + (["--data.root", root] if root else [])
-    teachers = checkpoints(stage.teachers, None) if stage.teachers else checkpoints(stage.teacher, seed) if stage.teacher else []
+    teacher = stage.teacher
+    teachers = checkpoints(teacher.stage, None if teacher.runs == "all" else seed) if teacher else []
     return [*configs, *data, "--seed_everything", str(seed), "--data.seed", str(seed),
             *(["--model.teacher", teachers[0] if len(teachers) == 1 else "[" + ", ".join(teachers) + "]"] if teachers else []),
             *(["--model.init", checkpoints(stage.init, seed)[0]] if stage.init else []), *stage.args]

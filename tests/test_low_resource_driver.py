@@ -13,6 +13,7 @@ import yaml
 import train
 from benchmarks import low_resource
 from parser import pipeline, runs
+from parser.pipeline import TeacherRuns
 
 
 def _args(**settings) -> argparse.Namespace:
@@ -48,21 +49,21 @@ def test_a_cell_adds_only_its_size_and_teacher_to_the_recipe(tiny_bert_dir):
 
 
 @pytest.mark.parametrize("options, expected", [
-    ({}, [("supervised-k100", (3,), None, None), ("self_distill1-k100", (3,), "supervised-k100", None),
-          ("self_distill2-k100", (3,), "self_distill1-k100", None)]),
+    ({}, [("supervised-k100", (3,), None), ("self_distill1-k100", (3,), TeacherRuns("supervised-k100")),
+          ("self_distill2-k100", (3,), TeacherRuns("self_distill1-k100"))]),
     ({"ensemble_seeds": [1, 2]},
-     [("supervised-k100", (1, 2), None, None), ("self_distill1e1_2-k100", (3,), None, "supervised-k100"),
-      ("self_distill2e1_2-k100", (3,), "self_distill1e1_2-k100", None)]),
+     [("supervised-k100", (1, 2), None), ("self_distill1e1_2-k100", (3,), TeacherRuns("supervised-k100", "all")),
+      ("self_distill2e1_2-k100", (3,), TeacherRuns("self_distill1e1_2-k100"))]),
     ({"ensemble_seeds": [1, 2], "committee": True},
-     [("supervised-k100", (1, 2), None, None), ("self_distill1e1_2-k100", (1, 2), None, "supervised-k100"),
-      ("self_distill2c1_2-k100", (3,), None, "self_distill1e1_2-k100")]),
+     [("supervised-k100", (1, 2), None), ("self_distill1e1_2-k100", (1, 2), TeacherRuns("supervised-k100", "all")),
+      ("self_distill2c1_2-k100", (3,), TeacherRuns("self_distill1e1_2-k100", "all"))]),
 ], ids=["own-seed", "ensemble", "committee"])
 def test_self_training_is_one_pipeline_of_its_rounds(options, expected):
     """Round 2 of seed 3: the supervised cell, then each round taught by the one before (the
     same seed); an ensemble of seeds teaches round 1, a committee every round (its members
     trained for those seeds in the rounds before)."""
     cells = low_resource.self_training("self_distill", 100, 3, 2, _args(**options))
-    assert [(stage.name, stage.seeds, stage.teacher, stage.teachers) for stage, _, _ in cells] == expected
+    assert [(stage.name, stage.seeds, stage.teacher) for stage, _, _ in cells] == expected
     assert [(objective, round_) for _, objective, round_ in cells] == [("supervised", None), ("self_distill", 1),
                                                                        ("self_distill", 2)]
 

@@ -43,7 +43,7 @@ stages:
     args: SMALL
   - name: student
     config: configs/distill.yaml
-    teachers: teachers
+    teacher: {stage: teachers, runs: all}
     args: SMALL
 """
 
@@ -57,7 +57,7 @@ stages:
   - {name: plain, config: configs/likelihood.yaml}
   - {name: start, choose: [tuned, plain]}
   - {name: student, config: configs/distill.yaml, teacher: start, seeds: [2]}
-  - {name: committee, config: configs/distill.yaml, teachers: tuned}
+  - {name: committee, config: configs/distill.yaml, teacher: {stage: tuned, runs: all}}
 """)
     pipeline.main([str(path), "--treebank", "UD_Wolof-WTB", "--root", str(ud_dir), "--output", "out", "--dry-run"])
     lines = capsys.readouterr().out.splitlines()
@@ -100,7 +100,7 @@ def test_a_seed_given_replaces_each_single_seed_and_keeps_the_ensembles(ud_dir, 
     path.write_text("""
 stages:
   - {name: teachers, config: configs/likelihood_low_resource.yaml, seeds: [1, 2]}
-  - {name: student, config: configs/distill.yaml, teachers: teachers}
+  - {name: student, config: configs/distill.yaml, teacher: {stage: teachers, runs: all}}
   - {name: round2, config: configs/distill.yaml, teacher: student}
 """)
     pipeline.main([str(path), "--treebank", "UD_Wolof-WTB", "--root", str(ud_dir), "--output", "out", "--dry-run",
@@ -112,8 +112,10 @@ stages:
 
 
 @pytest.mark.parametrize("stages, message", [
-    ("stages: [{name: a, config: configs/likelihood.yaml, teachers: b}, {name: b, config: configs/likelihood.yaml}]",
+    ("stages: [{name: a, config: configs/likelihood.yaml, teacher: b}, {name: b, config: configs/likelihood.yaml}]",
      "stage a: reads b, which is not an earlier stage"),
+    ("stages: [{name: a, config: configs/likelihood.yaml, teachers: b}]", "teachers: b is now written teacher: {stage: b, runs: all}"),
+    ("stages: [{name: a, config: configs/likelihood.yaml, teacher: {stage: b, runs: two}}]", "teacher is a stage's name or"),
     ("stages: [{name: a, config: configs/nope.yaml}]", "stage a: no config file configs/nope.yaml"),
     ("stages: [{name: a, config: [configs/likelihood.yaml, configs/nope.yaml]}]", "stage a: no config file configs/nope.yaml"),
     ("stages: [{name: a, config: configs/likelihood.yaml, seed: 3}]", "stage a: unknown keys seed"),
