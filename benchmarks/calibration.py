@@ -32,14 +32,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
-from benchmarks.common import machine, markdown_table, provenance, setup
+from benchmarks.common import add_root_option, machine, markdown_table, provenance, setup
 from objectives.mtt import marginals
 from parser.data.batch import collate
 from parser.data.datamodule import DependencyDataModule
@@ -137,7 +136,7 @@ def main() -> None:
     cli.add_argument("--sentences", type=int, default=1000)
     cli.add_argument("--bins", type=int, default=10)
     cli.add_argument("--temperatures", type=float, nargs="+", default=[0.5, 0.67, 0.8, 1.0, 1.25, 1.5, 2.0, 3.0])
-    cli.add_argument("--data-root", default=os.environ.get("UD_DIR", "data/ud"))
+    add_root_option(cli)
     cli.add_argument("--results", help="a JSON-lines file to append each run's row to")
     args = cli.parse_args()
     setup()
@@ -145,7 +144,7 @@ def main() -> None:
     temperatures = sorted(set(args.temperatures) | {1.0})
     rows = []
     for name, checkpoint, treebank in args.run:
-        data = DependencyDataModule(treebank=treebank, root=args.data_root)
+        data = DependencyDataModule(treebank=treebank, root=args.root)
         text = read_conllu(data.path("train" if args.split == "unlabeled" else args.split))
         text = sample(text[args.labeled:] if args.split == "unlabeled" else text, args.sentences)
         parsers = [Parser.load(path) for path in checkpoint.split(",")]

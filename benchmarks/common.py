@@ -9,6 +9,7 @@ order) and reports medians and ratios taken from that same run. Training runs go
 
 from __future__ import annotations
 
+import argparse
 import datetime
 import hashlib
 import json
@@ -23,6 +24,7 @@ from pathlib import Path
 
 import torch
 
+from parser.fetch import default_root
 from parser.runs import REPOSITORY, commit, shell_line
 
 ROOT = REPOSITORY
@@ -63,6 +65,13 @@ def portable(value, places: dict[str, str] | None = None):
                 item = item.replace(path, names[path])
         return item
     return rewrite(value)
+
+
+def add_root_option(cli: argparse.ArgumentParser) -> None:
+    """``--root DIR``: the folder of UD treebanks, as every ``treeexp`` command spells it (default
+    ``$UD_DIR``, else ``data/ud``); ``--data-root``, ``--ud-root`` and ``--ud``, older commands' spellings, still read."""
+    cli.add_argument("--root", type=Path, default=default_root(), help="the folder of UD treebanks (default: $UD_DIR, else data/ud)")
+    cli.add_argument("--data-root", "--ud-root", "--ud", dest="root", type=Path, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
 
 
 def folder_name(overrides: Sequence[str]) -> str:

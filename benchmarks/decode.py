@@ -2,7 +2,7 @@
 `objectives.arborescence`) against the NumPy decoder it replaced and two single-root baselines.
 
 Sentence lengths come from the UD English-EWT test set (`$UD_DIR`, default
-`<repo>/../shared/data/ud`), or are sampled (mean 12, max 80) if it is missing.
+`data/ud`), or are sampled (mean 12, max 80) if it is missing.
 Scores are either gaussian ("random", the worst case: nearly every sentence needs
 Chu-Liu-Edmonds) or gaussian plus 10 on the arcs of a random tree ("peaked"); with
 ``--checkpoint``, also a trained parser's scores of its treebank's test sentences
@@ -22,29 +22,23 @@ decodes scores on that device (CUDA timings synchronise).
 """
 
 import argparse
-import os
 import time
-from pathlib import Path
 
 import numpy as np
 import torch
 
 from parser.decoding.decode import mst
+from parser.fetch import default_root
 from parser.model import Parser
 from parser.data.sentences import read_conllu
 from tests.parser.numpy_mst import _find_cycle, _tree_weights, chu_liu_edmonds, numpy_mst
 
-REPO = Path(__file__).resolve().parents[1]
 TEST_SET = "UD_English-EWT/en_ewt-ud-test.conllu"
-
-
-def ud_root() -> Path:
-    return Path(os.environ.get("UD_DIR", REPO.parent / "shared" / "data" / "ud"))
 
 
 def ud_lengths(rng: np.random.Generator) -> np.ndarray:
     """Words per sentence of the EWT test set, or a UD-like sample."""
-    path = ud_root() / TEST_SET
+    path = default_root() / TEST_SET
     if not path.is_file():
         print(f"{path} not found: sampling lengths")
         return np.clip(rng.gamma(2.0, 6.0, size=2000).round(), 1, 80).astype(int)
@@ -83,7 +77,7 @@ def trained_batches(checkpoint: str, treebank: str, sentences: int, batch_size: 
     """A trained parser's arc scores `(B, N+1, N+1)` float32 of the first ``sentences``
     test sentences of ``treebank``, in length-sorted batches, with their lengths `(B,)`."""
     model = Parser.load(checkpoint).eval()
-    test = read_conllu(next((ud_root() / treebank).glob("*-ud-test.conllu")))
+    test = read_conllu(next((default_root() / treebank).glob("*-ud-test.conllu")))
     words = sorted((s.words for s in test[:sentences]), key=len)
     with torch.no_grad():
         return [(model(words[i : i + batch_size]).arcs.float(), torch.tensor([len(w) for w in words[i : i + batch_size]]))

@@ -1,7 +1,7 @@
 """Where a semi-supervised parser's gain lands: test LAS by how each word was seen in training.
 
     python -m benchmarks.gains --treebank UD_X --baseline PRED[,PRED...] --run NAME PRED[,PRED...] [--run ...]
-        [--reference PRED] [--labeled 100] [--data-root DIR] [--results FILE.jsonl]
+        [--reference PRED] [--labeled 100] [--root DIR] [--results FILE.jsonl]
 
 Every word of the treebank's test file (a syntactic word, its form lower-cased) falls in one
 of three groups: seen in the first ``--labeled`` sentences of train (the trees every parser
@@ -24,7 +24,7 @@ import os
 import sys
 from dataclasses import dataclass
 
-from benchmarks.common import markdown_table, provenance
+from benchmarks.common import add_root_option, markdown_table, provenance
 from parser.cli import run_reporting_errors
 from parser.data.datamodule import DependencyDataModule
 from parser.data.sentences import Sentence, read_conllu
@@ -112,11 +112,11 @@ def main(argv: list[str] | None = None) -> None:
     cli.add_argument("--run", nargs=2, action="append", required=True, metavar=("NAME", "PRED[,PRED...]"))
     cli.add_argument("--reference", help="the test predictions of a parser trained on every tree of train")
     cli.add_argument("--labeled", type=int, default=100, help="the labeled sentences: the first of train")
-    cli.add_argument("--data-root", default=os.environ.get("UD_DIR", "data/ud"))
+    add_root_option(cli)
     cli.add_argument("--results", help="a JSON-lines file to append each run's row to")
     args = cli.parse_args(argv)
     recorded = provenance(["-m", "benchmarks.gains", *(sys.argv[1:] if argv is None else argv)])
-    data = DependencyDataModule(treebank=args.treebank, root=args.data_root)
+    data = DependencyDataModule(treebank=args.treebank, root=args.root)
     gold = data.path("test")
     groups = word_groups(read_conllu(data.path("train")), args.labeled, read_conllu(gold))
     baseline = attachments(gold, args.baseline.split(","))

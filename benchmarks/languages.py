@@ -16,12 +16,11 @@ Every sentence is read by the project's reader; nothing is trained.
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 
 from transformers import AutoTokenizer
 
-from benchmarks.common import markdown_table
+from benchmarks.common import add_root_option, markdown_table
 from parser.data.datamodule import DependencyDataModule
 from parser.evaluate import nonprojective_arcs
 from parser.network.pretrained import resolve_model_path
@@ -71,12 +70,12 @@ def main() -> None:
     cli = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     cli.add_argument("--labeled", type=int, default=100, help="labeled sentences (the rest of train is unlabeled)")
     cli.add_argument("--treebanks", nargs="+", default=list(TREEBANKS))
-    cli.add_argument("--data-root", type=Path, default=Path(os.environ.get("UD_DIR", "data/ud")))
+    add_root_option(cli)
     args = cli.parse_args()
     header = ["treebank", "train sentences", "train words", f"unlabeled sentences (after {args.labeled})",
               "unlabeled words", f"test types unseen in {args.labeled} labeled", "test types unseen in train",
               "non-projective test trees", "encoder", "subwords per word", "words in 3+ subwords", "unknown subwords"]
-    print(markdown_table(header, [row(t, args.data_root, args.labeled) for t in args.treebanks]))
+    print(markdown_table(header, [row(t, args.root, args.labeled) for t in args.treebanks]))
 
 
 if __name__ == "__main__":

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import shlex
 import statistics
@@ -40,7 +39,7 @@ from pathlib import Path
 import torch
 import yaml
 
-from benchmarks.common import ROOT, folder_name, read_rows
+from benchmarks.common import ROOT, add_root_option, folder_name, read_rows
 from parser.data.datamodule import DependencyDataModule
 from parser.drawing import new_figure, save
 from parser.evaluate import evaluate
@@ -168,7 +167,7 @@ def train_cells(cells: list[Cell], size: int | str, args: argparse.Namespace, re
     trained = {(stage.name, seed) for stage, _, _ in cells for seed in stage.seeds
                if finished(output / stage.name / f"seed{seed}") is None}  # parser.pipeline's folder of a run
     pipeline = Pipeline([stage for stage, _, _ in cells], cells[-1][0].name)
-    run_pipeline(pipeline, args.treebank, output, str(args.data_root), say=lambda line: print(line, flush=True))
+    run_pipeline(pipeline, args.treebank, output, str(args.root), say=lambda line: print(line, flush=True))
     for stage, objective, round_ in cells:
         for seed, run in zip(stage.seeds, pipeline.results[stage.name]):
             key = {"objective": objective, "variant": variant(objective, args, round_), "labeled": size, "seed": seed,
@@ -190,13 +189,13 @@ def train_cell(objective: str, size: int | str, seed: int, args: argparse.Namesp
     teacher = other_treebank_teacher(args, record) if objective == "cross_treebank" else (
         args.teacher if objective == "kl" else None)
     if objective == "kl":
-        extra = args.teacher_labeled if args.teacher_labeled is not None else teacher_labeled(args.teacher, Path(args.data_root))
+        extra = args.teacher_labeled if args.teacher_labeled is not None else teacher_labeled(args.teacher, args.root)
     else:
-        extra = teacher_labeled(str(teacher), Path(args.data_root)) if teacher else 0
+        extra = teacher_labeled(str(teacher), args.root) if teacher else 0
     partial_train, arcs = None, {}
     if getattr(args, "partial_arcs", None) is not None:
         partial_train = Path(args.output) / args.treebank / stage_name(objective, size, args) / f"seed{seed}" / "train.partial.conllu"
-        source = DependencyDataModule(treebank=args.treebank, root=args.data_root).path("train")
+        source = DependencyDataModule(treebank=args.treebank, root=args.root).path("train")
         arcs = {"partial_arcs": args.partial_arcs,
                 "extra_arcs": write_partial_train(source, size, args.partial_arcs, seed, partial_train)}
     stage = cell_stage(objective, size, [seed], args, teacher_checkpoint=teacher, partial_train=partial_train)
@@ -206,7 +205,7 @@ def train_cell(objective: str, size: int | str, seed: int, args: argparse.Namesp
 def test_scores(run: Run, args: argparse.Namespace) -> dict[str, float]:
     """Parse ``--treebank``'s test file with the run's best checkpoint (beside it, in its
     folder) and score it: UAS, LAS, CLAS, and UPOS when the run trained a tagger."""
-    test = DependencyDataModule(treebank=args.treebank, root=args.data_root).path("test")
+    test = DependencyDataModule(treebank=args.treebank, root=args.root).path("test")
     predicted = run.directory.parents[1] / "test.pred.conllu"
     tagged = trains_tagger(run.config()["model"])  # then UPOS is predicted too, and scored
     subprocess.run([sys.executable, "-m", "parser.predict", str(run.best.resolve()), str(Path(test).resolve()),
@@ -267,13 +266,13 @@ def other_treebank_teacher(args: argparse.Namespace, record: Callable[[dict], No
     output = Path(args.output)
     trained = finished(output / stage.name / "seed1") is None  # parser.pipeline's folder of the run
     pipeline = Pipeline([stage], stage.name)
-    run_pipeline(pipeline, args.treebank, output, str(args.data_root), say=lambda line: print(line, flush=True))
+    run_pipeline(pipeline, args.treebank, output, str(args.root), say=lambda line: print(line, flush=True))
     run = pipeline.results[stage.name][0]
     key = {"objective": "cross_treebank", "variant": f"teacher alone ({teacher_name(args)})", "labeled": 0, "seed": 1}
     if trained or recorded_row(Path(args.results), {**key, "treebank": args.treebank}) is None:
         record({**key, "train_seconds": round(run.usage().get("seconds", 0)), "max_steps": None,
                 **test_scores(run, args), "treebank": args.treebank,
-                "extra_labeled": teacher_labeled(str(run.best), Path(args.data_root)), **run.provenance()})
+                "extra_labeled": teacher_labeled(str(run.best), args.root), **run.provenance()})
     return run.best
 
 
@@ -538,7 +537,7 @@ def main(argv: list[str] | None = None) -> None:
                      help="labeled sentences per cell (K); 'all' for every training sentence (a full-data row)")
     cli.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3])
     cli.add_argument("--treebank", default="UD_English-EWT")
-    cli.add_argument("--data-root", default=os.environ.get("UD_DIR", "data/ud"))
+    add_root_option(cli)
     cli.add_argument("--teacher", help="checkpoint of a parser trained on all of train (for kl)")
     cli.add_argument("--teacher-config", default=TEACHER_CONFIG, help="the cross_treebank teacher's recipe")
     cli.add_argument("--teacher-args", type=shlex.split, default=[], help="train.py overrides of the cross_treebank teacher, e.g. "

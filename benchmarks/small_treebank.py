@@ -22,13 +22,12 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import os
 import shlex
 from pathlib import Path
 
 import yaml
 
-from benchmarks.common import folder_name, portable, read_rows
+from benchmarks.common import add_root_option, folder_name, portable, read_rows
 from benchmarks.low_resource import trains_tagger
 from parser.crossing_margin import best, sweep
 from parser.data.datamodule import DependencyDataModule
@@ -75,7 +74,7 @@ def train(args: argparse.Namespace, overrides: list[str]) -> dict:
     """Train one run of the recipe with ``overrides`` (or reuse the one that finished in its
     folder); its checkpoint, config and costs, and what trained it."""
     out = Path(args.output) / args.treebank / (folder_name(overrides) or "recipe")  # never another treebank's run
-    run = fit(config_path(args.config), ["--data.treebank", args.treebank, "--data.root", str(args.data_root), *overrides],
+    run = fit(config_path(args.config), ["--data.treebank", args.treebank, "--data.root", str(args.root), *overrides],
               out)
     usage = run.usage()
     return {"best": run.best, "config": run.config(), "steps": run.steps(),
@@ -96,7 +95,7 @@ def decoder_flags(decoder: str, margin: float) -> str:
 
 def score_run(args: argparse.Namespace, ablation: str, variant: str, trained: dict) -> list[dict]:
     """The run's rows, one per decoder: dev and test scores and crossing diagnostics."""
-    best_ckpt, files = trained["best"], DependencyDataModule(treebank=args.treebank, root=args.data_root)
+    best_ckpt, files = trained["best"], DependencyDataModule(treebank=args.treebank, root=args.root)
     gold = {split: files.path(split) for split in ("dev", "test")}
     margin = best(sweep(Parser.load(best_ckpt), read_conllu(gold["dev"]))).margin
     tagged = trains_tagger(trained["config"]["model"])
@@ -189,7 +188,7 @@ def absent_ingredients(config: str, names: list[str]) -> list[str]:
 def main(argv: list[str] | None = None) -> None:
     cli = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     cli.add_argument("--treebank", default="UD_Wolof-WTB")
-    cli.add_argument("--data-root", default=os.environ.get("UD_DIR", "data/ud"), help="the folder of UD_<Treebank>/ directories")
+    add_root_option(cli)
     cli.add_argument("--config", default=RECIPE, help="the recipe (a train.py config)")
     cli.add_argument("--ablate", nargs="*", default=[], choices=sorted(ABLATIONS),
                      help="also run the recipe without each of these ingredients")

@@ -3,14 +3,13 @@ against without it (the baseline), interleaved batch by batch over several epoch
 unlabeled sentences, beside the student's own forward and backward pass on those batches:
 medians per epoch, and what a training step costs with each.
 
-    OMP_NUM_THREADS=1 python -m benchmarks.teacher_cache --data-root /work/shared/data/ud \\
+    OMP_NUM_THREADS=1 python -m benchmarks.teacher_cache --root $UD_DIR \\
         [--treebank UD_Wolof-WTB] [--encoder multilingual-e5-small] [--teachers 3] [--sentences 300] [--epochs 3]
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import random
 import statistics
 import time
@@ -18,6 +17,7 @@ from pathlib import Path
 
 import torch
 
+from benchmarks.common import add_root_option
 from parser.data.datamodule import DependencyDataModule
 from parser.data.sentences import read_conllu
 from parser.network import EncoderOptions, Heads
@@ -47,7 +47,7 @@ def timed(run) -> float:
 
 def main() -> None:
     cli = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    cli.add_argument("--data-root", default=os.environ.get("UD_DIR", "data/ud"))
+    add_root_option(cli)
     cli.add_argument("--treebank", default="UD_Wolof-WTB")
     cli.add_argument("--encoder", default="multilingual-e5-small")
     cli.add_argument("--teachers", type=int, default=3, help="networks in the teacher (an ensemble's mean)")
@@ -55,7 +55,7 @@ def main() -> None:
     cli.add_argument("--epochs", type=int, default=3)
     cli.add_argument("--batch-tokens", type=int, default=500)
     args = cli.parse_args()
-    files = DependencyDataModule(treebank=args.treebank, root=args.data_root).paths("train")
+    files = DependencyDataModule(treebank=args.treebank, root=args.root).paths("train")
     sentences = [list(s.words) for s in read_conllu(files[0])][100 : 100 + args.sentences]
     labels = sorted({label for s in read_conllu(files[0]) for label in s.deprels})
     options = EncoderOptions(pooling="mean", layer_mix=True, dropout=0.1, freeze="embeddings")

@@ -13,15 +13,13 @@ timer waits for the GPU's queue).
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import time
-from pathlib import Path
 
 import torch
 from lightning.fabric.utilities.apply_func import move_data_to_device
 
-from benchmarks.common import wait_for_device
+from benchmarks.common import add_root_option, wait_for_device
 from objectives.likelihood import Likelihood
 from parser.data.datamodule import DependencyDataModule
 from parser.data.sentences import read_conllu
@@ -80,8 +78,8 @@ def train_split(model: Parser, batches: list, objective: Likelihood) -> tuple[fl
 def main() -> None:
     cli = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     cli.add_argument("--checkpoint", help="trained parser (default: an untrained MiniLM parser)")
-    cli.add_argument("--data-root", default=os.environ.get("UD_DIR", "data/ud"))
-    cli.add_argument("--treebank", default="UD_English-EWT", help="a UD_<Treebank> folder under --data-root")
+    add_root_option(cli)
+    cli.add_argument("--treebank", default="UD_English-EWT", help="a UD_<Treebank> folder under --root")
     cli.add_argument("--sentences", type=int, default=500)
     cli.add_argument("--train-batches", type=int, default=4)
     cli.add_argument("--batch-size", type=int, default=32)
@@ -89,13 +87,13 @@ def main() -> None:
     cli.add_argument("--device", default="cpu", help="cpu or cuda")
     args = cli.parse_args()
 
-    data = DependencyDataModule(treebank=args.treebank, root=args.data_root)
+    data = DependencyDataModule(treebank=args.treebank, root=args.root)
     data.setup("fit")
     model = Parser.load(args.checkpoint) if args.checkpoint else Parser(labels=data.label_vocab.itos)
     if args.checkpoint:
         data.label_vocab = model.network.label_vocab
     model = model.to(args.device)
-    test = read_conllu(next((Path(args.data_root) / args.treebank).glob("*-ud-test.conllu")))
+    test = read_conllu(next((args.root / args.treebank).glob("*-ud-test.conllu")))
     sentences = [s.words for s in test[: args.sentences]]
     loader = iter(data.train_dataloader())
     batches = [move_data_to_device(next(loader), args.device) for _ in range(args.train_batches)]

@@ -22,7 +22,7 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks.common import markdown_table, portable, provenance, read_rows
+from benchmarks.common import add_root_option, markdown_table, portable, provenance, read_rows
 from benchmarks.transfer import TARGETS
 from parser.data.sentences import read_conllu, write_conllu
 from parser.data.tokenizer import EPOCHS
@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> None:
     cli.add_argument("--treebanks", nargs="+", default=list(TARGETS))
     cli.add_argument("--sentences", type=int, default=100, help="train on the first N trees (0: the whole file)")
     cli.add_argument("--epochs", type=int, default=EPOCHS)
-    cli.add_argument("--ud", type=Path, default=Path(os.environ.get("UD_DIR", "../shared/data/ud")))
+    add_root_option(cli)
     cli.add_argument("--output", type=Path, default=Path("runs/tokenizer"))
     cli.add_argument("--results", type=Path, default=RESULTS)
     cli.add_argument("--report", action="store_true", help="print the rows of --results as a table, run nothing")
@@ -105,7 +105,7 @@ def main(argv: list[str] | None = None) -> None:
         return
     origin = provenance(["-m", "benchmarks.tokenizer", *(sys.argv[1:] if argv is None else argv)])
     for treebank in args.treebanks:
-        row = portable({**run(args.ud, treebank, args.sentences, args.epochs, args.output), **origin})
+        row = portable({**run(args.root, treebank, args.sentences, args.epochs, args.output), **origin})
         print(json.dumps(row, ensure_ascii=False), flush=True)
         with open(args.results, "a", encoding="utf-8") as results:
             results.write(json.dumps(row, ensure_ascii=False) + "\n")
