@@ -30,13 +30,13 @@ the GE penalty can only pull it away.
 from __future__ import annotations
 
 import argparse
-import os
 import random
 from pathlib import Path
 
 import torch
 
-from benchmarks.ge_targets import REPO, UPOS_VOCAB, tree_tensors
+from benchmarks.common import add_root_option
+from parser.statistics import UPOS_VOCAB, tree_tensors
 from objectives.ge import MIN_COUNT, estimate_targets, tag_pair_constraints
 from parser.data.sentences import Sentence, read_conllu, write_conllu
 
@@ -78,7 +78,7 @@ def distances(a: torch.Tensor, b: torch.Tensor, targets: torch.Tensor, weights: 
 
 def main() -> None:
     cli = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    cli.add_argument("--ud-root", type=Path, default=Path(os.environ.get("UD_DIR", REPO.parent / "shared/data/ud")))
+    add_root_option(cli)
     cli.add_argument("--treebank", default="UD_English-EWT")
     cli.add_argument("--sizes", type=int, nargs="+", default=[100, 1000])
     cli.add_argument("--predicted", nargs="*", default=[], metavar="K=FILE",
@@ -88,7 +88,7 @@ def main() -> None:
     cli.add_argument("--sample", type=int, default=2000)
     args = cli.parse_args()
 
-    folder = args.ud_root / args.treebank
+    folder = args.root / args.treebank
     read = lambda split: read_conllu(next(folder.glob(f"*-ud-{split}.conllu")))  # noqa: E731
     train, test = read("train"), read("test")
     predicted = {int(k): Path(f) for k, f in (item.split("=", 1) for item in args.predicted)}

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from benchmarks import ge_shift
-from benchmarks.ge_targets import UPOS_VOCAB, tree_tensors
+from parser.statistics import UPOS_VOCAB, tree_tensors
 from objectives.ge import estimate_targets
 from parser.data.sentences import read_conllu
 

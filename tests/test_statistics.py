@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from objectives.ge import FAMILIES, MIN_COUNT, load_constraints, read_facts
-from parser import statistics
+from parser import runs, statistics
 from parser.data.sentences import read_conllu
 
 WOLOF_DEV = "UD_Wolof-WTB/wo_wtb-ud-dev.conllu"
@@ -111,3 +111,10 @@ def test_a_parsers_rates_are_measured_batch_by_batch_beside_the_targets(tiny_ber
 def ud_dir_file(sentences) -> Path:
     """The file the sentences were read from."""
     return Path(sentences[0].path)
+
+
+def test_the_shipped_rules_file_is_what_treeexp_statistics_rules_writes(ud_dir, tmp_path, capsys):
+    output = tmp_path / "rules.yaml"
+    statistics.main(["rules", "--root", str(ud_dir), "--output", str(output)])
+    assert output.read_text() == (runs.CONFIGS / "rules" / "naseem_ud.yaml").read_text()
+    assert capsys.readouterr().out.splitlines()[-1].startswith("coverage")

@@ -296,7 +296,7 @@ class RuleCoverage(GeneralizedExpectation):
     Args:
         constraints: as for :class:`GeneralizedExpectation` (targets not needed).
         coverage: the share in (0, 1] (0.61 for the shipped rules: the mean of their gold
-            coverage on five UD dev sets, ``python -m benchmarks.ge_targets``).
+            coverage on five UD dev sets, ``treeexp statistics rules``).
         penalty, gradient: as for :class:`GeneralizedExpectation`.
     """
 
