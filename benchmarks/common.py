@@ -196,12 +196,9 @@ def fmt_ms(seconds: float) -> str:
     return f"{ms:.3f}" if ms < 1 else f"{ms:.2f}" if ms < 100 else f"{ms:.0f}"
 
 
-def fmt_bytes(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} GiB"
+def fmt_mib(n: float) -> str:
+    """``n`` bytes in MiB, the one unit of memory in every output."""
+    return f"{n / 2**20:.2f} MiB"
 
 
 def markdown_table(header: list[str], rows: list[list[str]]) -> str:

@@ -41,7 +41,7 @@ from pathlib import Path
 import torch
 
 from benchmarks.common import (
-    fmt_bytes,
+    fmt_mib,
     fmt_ms,
     interleaved,
     interleaved_chunks,
@@ -492,7 +492,7 @@ def part_scaling(args) -> str:
     for name in SCALING:
         got = [n for n in ns if n in results[name]]
         tail = [n for n in got if n >= 40]
-        cells = [f"{fmt_ms(results[name][n])} / {fmt_bytes(memory[name][n])}" if n in results[name] else "-" for n in ns]
+        cells = [f"{fmt_ms(results[name][n])} / {fmt_mib(memory[name][n])}" if n in results[name] else "-" for n in ns]
         fit_all = f"{slope(got, [results[name][n] for n in got]):.2f}" if len(got) > 1 else "-"
         fit_tail = f"{slope(tail, [results[name][n] for n in tail]):.2f}" if len(tail) > 1 else "-"
         rows.append([name] + cells + [fit_all, fit_tail])
@@ -836,8 +836,8 @@ def part_ge_memory(args) -> str:
         values = {key: median([r[key] for r in runs]) for key in keys}
         rows.append([case + (f" (at `{revision}`)" if revision else ""), fmt_ms(values["seconds"]),
                      f"{values['seconds'] / base['seconds']:.2f}x",
-                     fmt_bytes(values["rss"]), f"{values['rss'] / base['rss']:.2f}x",
-                     fmt_bytes(values["allocated"]), f"{values['allocated'] / base['allocated']:.2f}x"])
+                     fmt_mib(values["rss"]), f"{values['rss'] / base['rss']:.2f}x",
+                     fmt_mib(values["allocated"]), f"{values['allocated'] / base['allocated']:.2f}x"])
     header = ["objective", "ms (loss + backward)", "time / entropy", "peak RSS above inputs", "RSS / entropy",
               "peak allocated (torch)", "allocated / entropy"]
     return (f"B={args.batch_size}, N={args.n} (all full length), float32 scores, random UD tags, {rounds} fresh "

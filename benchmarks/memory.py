@@ -57,7 +57,7 @@ def measure(config: str, worst: int, chunked: bool) -> dict:
         optimizer.step()
     return {
         "variant": "chunked (shipped)" if chunked else "padded (baseline)",
-        "peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6,
+        "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),  # ru_maxrss: KiB
         "seconds": time.perf_counter() - start,
         "padded_positions": [p for p, _, _ in batches],
         "real_subwords": [r for _, r, _ in batches],
@@ -75,13 +75,13 @@ def main() -> None:
         return
     print(f"torch {torch.__version__}, {os.environ.get('OMP_NUM_THREADS', 'default')} threads, "
           f"{args.worst} worst batches of {args.config}, one process per variant")
-    print("| variant | peak RSS (GB) | seconds | padded positions / real subwords |\n|---|---:|---:|---|")
+    print("| variant | peak RSS (MiB) | seconds | padded positions / real subwords |\n|---|---:|---:|---|")
     for variant in ("chunked", "padded"):
         out = subprocess.run([sys.executable, "-m", "benchmarks.memory", "--config", args.config, "--worst",
                               str(args.worst), "--variant", variant], capture_output=True, text=True, check=True)
         row = json.loads(out.stdout.strip().splitlines()[-1])
         sizes = ", ".join(f"{p}/{r}" for p, r in zip(row["padded_positions"], row["real_subwords"]))
-        print(f"| {row['variant']} | {row['peak_rss_gb']:.2f} | {row['seconds']:.1f} | {sizes} |")
+        print(f"| {row['variant']} | {row['peak_rss_mib']} | {row['seconds']:.1f} | {sizes} |")
 
 
 if __name__ == "__main__":

@@ -856,9 +856,15 @@ def recorded_entries(low_resource: list[dict], small_treebanks: list[dict]) -> l
             entries.append({"treebank": treebank, "training": "all", "system": "treeexp",
                             "version": "treeexp configs/small_treebank.yaml (recorded)", "las": [best["test_las"]],
                             "uas": [best["test_uas"]], "recorded": True, "minutes": best["cpu_minutes"], "parse": None,
-                            "rss": best["peak_rss_gb"] * 1024 if best.get("peak_rss_gb") else None,
+                            "rss": recorded_rss_mib(best),
                             "commit": best["commit"], "command": best["command"]})
     return entries
+
+
+def recorded_rss_mib(row: dict) -> float | None:
+    """A ``small_treebanks.jsonl`` row's peak RSS in MiB; an older row's ``peak_rss_gb`` is read as the cells
+    table has always shown it, x 1024 (the code that wrote the last of them divided bytes by 1024 * 1e6)."""
+    return row.get("peak_rss_mib") or (row["peak_rss_gb"] * 1024 if row.get("peak_rss_gb") else None)
 
 
 def pipeline_entries(transfer: list[dict], new_language: list[dict], parsed: list[dict] = ()) -> list[dict]:

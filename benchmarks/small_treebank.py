@@ -79,7 +79,7 @@ def train(args: argparse.Namespace, overrides: list[str]) -> dict:
     usage = run.usage()
     return {"best": run.best, "config": run.config(), "steps": run.steps(),
             "cpu_minutes": round(usage["cpu_seconds"] / 60, 1), "wall_minutes": round(usage["seconds"] / 60, 1),
-            "peak_rss_gb": round(usage["peak_rss_bytes"] / 1024 / 1e6, 2), **run.provenance()}
+            "peak_rss_mib": round(usage["peak_rss_bytes"] / 2**20), **run.provenance()}
 
 
 def decoder_options(decoder: str, margin: float) -> dict:
@@ -104,7 +104,7 @@ def score_run(args: argparse.Namespace, ablation: str, variant: str, trained: di
         row = {"treebank": args.treebank, "recipe": args.config, "ablation": ablation, "variant": variant,
                "encoder": trained["config"]["model"]["encoder"], "steps": trained["steps"],
                "cpu_minutes": trained["cpu_minutes"], "wall_minutes": trained["wall_minutes"],
-               "peak_rss_gb": trained["peak_rss_gb"], "date": trained["date"],
+               "peak_rss_mib": trained["peak_rss_mib"], "date": trained["date"],
                "commit": trained["commit"], "command": trained["command"], "decoder": decoder,
                "crossing_margin": round(margin, 4) if decoder == "margin" else None,
                "predict": f"python -m parser.predict BEST.ckpt SPLIT.conllu OUT.conllu "

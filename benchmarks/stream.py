@@ -37,7 +37,7 @@ LAUNCHED = "TREEEXP_BENCH_LAUNCHED"  # time.time() when the driver started the r
 
 
 class Timing(Callback):
-    """Writes ``{"first_step_s", "peak_rss_mb", "sentences_per_s"}`` to ``output`` (JSON)."""
+    """Writes ``{"first_step_s", "peak_rss_mib", "sentences_per_s"}`` to ``output`` (JSON)."""
 
     def __init__(self, output: str):
         self.output = output
@@ -61,7 +61,7 @@ class Timing(Callback):
         if trainer.is_global_zero:
             Path(self.output).write_text(json.dumps({
                 "first_step_s": round(self.first_step_s, 2),
-                "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+                "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),  # ru_maxrss: KiB
                 "sentences_per_s": round(float(sentences) / seconds, 2),
             }))
 
@@ -106,18 +106,18 @@ def main(argv: list[str] | None = None) -> None:
         make(args.dir)
         return
     if args.what == "corpora":
-        print("| corpus | time to first step (s) | peak RSS (MB) | sentences/s |\n|---|---|---|---|")
+        print("| corpus | time to first step (s) | peak RSS (MiB) | sentences/s |\n|---|---|---|---|")
         for name in ("10k.txt", "1m.txt", "1m.txt.gz"):
             result = train(["--config", str(REPO / "configs/entropy.yaml"), "--data.unlabeled", str(args.dir / name),
                             "--data.batch_tokens", "1000", "--trainer.max_steps", str(args.steps or 8)])
-            print(f"| {name} | {result['first_step_s']} | {result['peak_rss_mb']} | {result['sentences_per_s']} |",
+            print(f"| {name} | {result['first_step_s']} | {result['peak_rss_mib']} | {result['sentences_per_s']} |",
                   flush=True)
         return
-    print("| processes | time to first step (s) | peak RSS per process (MB) | sentences/s |\n|---|---|---|---|")
+    print("| processes | time to first step (s) | peak RSS per process (MiB) | sentences/s |\n|---|---|---|---|")
     for processes in (1, 2):
         result = train(["--config", str(REPO / "configs/likelihood.yaml"), "--data.batch_tokens", "1000",
                         "--trainer.max_steps", str(args.steps or 16)], processes)
-        print(f"| {processes} | {result['first_step_s']} | {result['peak_rss_mb']} | {result['sentences_per_s']} |",
+        print(f"| {processes} | {result['first_step_s']} | {result['peak_rss_mib']} | {result['sentences_per_s']} |",
               flush=True)
 
 
