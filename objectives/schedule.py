@@ -47,11 +47,6 @@ class Schedule:
         """``value`` as a schedule (a number is a constant one)."""
         return value if isinstance(value, Schedule) else cls(float(value))
 
-    @property
-    def needs_total(self) -> bool:
-        """Whether the value depends on the run's length (a decay to its last step)."""
-        return self.decay == "linear" and self.until is None
-
     def __call__(self, step: int, total_steps: int | None = None) -> float:
         """The value at ``step`` of a run of ``total_steps`` optimiser steps."""
         if self.decay == "constant":
