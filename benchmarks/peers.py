@@ -44,7 +44,6 @@ import shlex
 import statistics
 import subprocess
 import sys
-import time
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -53,7 +52,7 @@ import yaml
 
 from benchmarks.common import ROOT, commit, portable, read_rows
 from parser.cli import run_reporting_errors
-from parser.runs import Run, finished, fit_command, stopped
+from parser.runs import Run, finished, fit_command, launch, stopped
 
 RUNS = Path(os.environ.get("PEERS_RUNS", ROOT / "runs" / "peers"))  # where --runs names no other
 RESULTS = ROOT / "docs" / "results" / "peers.jsonl"
@@ -554,37 +553,13 @@ class Child:
     cpu_seconds: float = 0.0  # user + system time of the child and all it waited for
 
 
-# Linux counts the memory a process had before its exec in its peak RSS, so a child of this
-# process (torch loaded: hundreds of MiB) would report at least that much. The command runs
-# as the child of a bare ``python -S`` (about 10 MiB) that reports the command's usage.
-LAUNCHER = """import os, sys
-pid = os.fork()
-if pid == 0:
-    try:
-        os.execvp(sys.argv[2], sys.argv[2:])
-    finally:
-        os._exit(127)
-_, status, usage = os.wait4(pid, 0)
-with open(sys.argv[1], "w") as report:
-    report.write(f"{usage.ru_maxrss} {usage.ru_utime + usage.ru_stime}")
-code = os.waitstatus_to_exitcode(status)
-sys.exit(code if code >= 0 else 128 - code)
-"""
-
-
 def run_child(command: list[str], env: dict[str, str], log: Path) -> Child:
-    """Run ``command`` from the repository root with one thread, its output to ``log``: its
-    wall time, and its peak RSS and CPU time (its own and its waited-for children's)."""
+    """Run ``command`` from the repository root with one thread (:func:`parser.runs.launch`), its
+    output to ``log``: its wall time, and its peak RSS and CPU time (its own and its waited-for children's)."""
     log.parent.mkdir(parents=True, exist_ok=True)
-    usage = log.with_suffix(".usage")
-    usage.unlink(missing_ok=True)
-    with open(log, "w", encoding="utf-8") as out:
-        start = time.perf_counter()
-        child = subprocess.run([sys.executable, "-S", "-c", LAUNCHER, str(usage), *command], cwd=ROOT,
-                               env={**os.environ, **THREAD_ENV, **env}, stdout=out, stderr=subprocess.STDOUT)
-        seconds = time.perf_counter() - start
-    peak, cpu = usage.read_text(encoding="utf-8").split() if usage.exists() else ("0", "0")
-    return Child(seconds, int(peak) * 1024, child.returncode, float(cpu))
+    log.unlink(missing_ok=True)
+    status, usage = launch(command, log, {**os.environ, **THREAD_ENV, **env}, ROOT)
+    return Child(usage["seconds"], usage["peak_rss_bytes"], status, usage["cpu_seconds"])
 
 
 def last_error(log: Path) -> str:

@@ -183,17 +183,38 @@ def stopped(folder: Path) -> Run | None:
     return Run(runs[-1].parents[1]) if runs else None
 
 
-def launch(command: Sequence[str], log: Path, environment: dict[str, str]) -> tuple[int, dict]:
-    """Run ``command`` with its output appended to ``log``; its exit status and its own costs
-    (:meth:`Run.usage`)."""
+# Linux counts the memory a process had before its exec in its peak RSS, so a command forked from
+# this process (torch loaded: hundreds of MiB) would report at least that much: it runs as the
+# child of a bare ``python -S`` (about 10 MiB) that writes the command's own usage to a file.
+LAUNCHER = """import os, sys
+pid = os.fork()
+if pid == 0:
+    try:
+        os.execvp(sys.argv[2], sys.argv[2:])
+    finally:
+        os._exit(127)
+_, status, usage = os.wait4(pid, 0)
+with open(sys.argv[1], "w") as report:
+    report.write(f"{usage.ru_maxrss} {usage.ru_utime + usage.ru_stime}")
+code = os.waitstatus_to_exitcode(status)
+sys.exit(code if code >= 0 else 128 - code)
+"""
+
+
+def launch(command: Sequence[str], log: Path, environment: dict[str, str], cwd: Path | None = None) -> tuple[int, dict]:
+    """Run ``command`` (in ``cwd``) with its output appended to ``log``; its exit status (128 + N when
+    signal N stopped it) and its own costs, unrounded (:meth:`Run.usage`: the CPU seconds and peak
+    RSS of it and the processes it waited for)."""
+    report = log.with_name(f"{log.name}.usage")
+    report.unlink(missing_ok=True)
     with open(log, "a") as output:
         start = time.perf_counter()
-        process = subprocess.Popen(list(command), stdout=output, stderr=subprocess.STDOUT, env=environment)
-        _, status, usage = os.wait4(process.pid, 0)  # this process's own CPU time and peak memory
+        code = subprocess.run([sys.executable, "-S", "-c", LAUNCHER, str(report), *command], stdout=output,
+                              stderr=subprocess.STDOUT, env=environment, cwd=cwd).returncode
         seconds = time.perf_counter() - start
-    process.returncode = os.waitstatus_to_exitcode(status)
-    return process.returncode, {"seconds": round(seconds, 1), "cpu_seconds": round(usage.ru_utime + usage.ru_stime, 1),
-                                "peak_rss_bytes": usage.ru_maxrss * 1024}
+    peak_kib, cpu = report.read_text().split() if report.is_file() else ("0", "0")
+    report.unlink(missing_ok=True)
+    return code, {"seconds": seconds, "cpu_seconds": float(cpu), "peak_rss_bytes": int(peak_kib) * 1024}
 
 
 def failure(code: int, log: Path) -> str:
@@ -225,6 +246,7 @@ def fit(config: str | Path, overrides: Sequence[str], folder: str | Path, log: P
     provenance = {"commit": commit(), "command": shell_line(fit_command(config, overrides, folder), environment),
                   "date": date.today().isoformat()}
     code, usage = launch(fit_command(config, overrides, folder, previous.last if previous else None), log, environment)
+    usage = {**usage, "seconds": round(usage["seconds"], 1), "cpu_seconds": round(usage["cpu_seconds"], 1)}
     if code != 0:
         raise RunFailed(f"train.py {failure(code, log)}; its log: {log}")
     run = stopped(folder)
