@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import random
 import shlex
 import statistics
 import subprocess
@@ -41,9 +40,10 @@ import yaml
 
 from benchmarks.common import ROOT, add_root_option, folder_name, read_rows
 from parser.data.datamodule import DependencyDataModule
+from parser.data.partial import write_partial_train
 from parser.drawing import new_figure, save
 from parser.evaluate import evaluate
-from parser.data.sentences import read_conllu, records
+from parser.data.sentences import records
 from parser.pipeline import Pipeline, Stage, TeacherRuns
 from parser.pipeline import run as run_pipeline
 from parser.runs import RECIPES, Run, finished, recipe
@@ -129,7 +129,7 @@ def cell_stage(objective: str, size: int | str, seeds: list[int], args: argparse
                teacher_checkpoint: str | Path | None = None, partial_train: Path | None = None, teacher: TeacherRuns | None = None) -> Stage:
     """The stage of cells of ``objective`` at K = ``size`` for ``seeds``: the recipe's config,
     and only K (``all``: no limit), the partially annotated training file
-    (:func:`write_partial_train`: all of it is used), the teacher of kl and cross_treebank
+    (:func:`parser.data.partial.write_partial_train`: all of it is used), the teacher of kl and cross_treebank
     (``teacher_checkpoint``) and the overrides; a self-training round's teachers are runs of an
     earlier stage (``teacher``: the one of the same seed, or all as an ensemble). The pipeline adds the
     treebank and the seed."""
@@ -214,24 +214,6 @@ def test_scores(run: Run, args: argparse.Namespace) -> dict[str, float]:
     if not tagged:
         del scores["upos"]  # the test file's own tags, copied through
     return {k: round(v, 2) for k, v in scores.items()}
-
-
-def write_partial_train(source: Path, size: int, share: float, seed: int, output: Path) -> int:
-    """Write ``source``'s first ``size`` sentences whole and the others with each arc kept
-    with probability ``share`` (seeded; HEAD, DEPREL and DEPS ``_`` where dropped) to
-    ``output``; returns the number of arcs kept beyond the first ``size`` sentences."""
-    generator, kept = random.Random(seed), 0
-    output.parent.mkdir(parents=True, exist_ok=True)
-    with output.open("w", encoding="utf-8") as file:
-        for i, sentence in enumerate(read_conllu(source)):
-            tokens = sentence.tokenlist
-            if i >= size:
-                for token in tokens:
-                    if isinstance(token["id"], int) and generator.random() >= share:
-                        token.update(head=None, deprel="_", deps="_")
-                kept += sum(isinstance(token["id"], int) and token["head"] is not None for token in tokens)
-            file.write(tokens.serialize())
-    return kept
 
 
 def teacher_labeled(teacher: str, data_root: Path) -> int:

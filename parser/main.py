@@ -14,6 +14,7 @@ COMMANDS = {  # name: (module, what it does)
     "evaluate": ("parser.evaluate", "score a parsed file against the gold one (CoNLL 2018 definitions)"),
     "show": ("parser.show", "draw a parsed sentence and its arc marginals"),
     "plot": ("parser.plot", "plot a run's training curves"),
+    "partial": ("parser.data.partial", "write a partially annotated training file: K whole trees, a share of the other arcs"),
     "statistics": ("parser.statistics", "write a language's statistics for GE from trees or a facts file"),
     "adapt": ("parser.adapt", "adapt the encoder to raw text (masked language modelling)"),
     "margin": ("parser.crossing_margin", "choose the crossing margin of decoding on dev"),

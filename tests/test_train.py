@@ -483,10 +483,10 @@ def test_a_users_progress_bar_takes_the_place_of_the_default(tiny_bert_dir):
 
 
 def test_partially_annotated_training_file_trains_with_data_partial(tiny_bert_dir, ud_dir, tmp_path):
-    """A training file with HEAD ``_`` for unknown arcs (built by the low-resource driver's
-    --partial-arcs) trains with ``--data.partial true`` (finite loss); without the option it
+    """A training file with HEAD ``_`` for unknown arcs (built by ``treeexp partial``,
+    as the low-resource driver's --partial-arcs does) trains with ``--data.partial true`` (finite loss); without the option it
     is an error naming file and line."""
-    from benchmarks.low_resource import write_partial_train
+    from parser.data.partial import write_partial_train
 
     whole = _slice(ud_dir, tmp_path, 30)
     partial = tmp_path / "partial.conllu"
