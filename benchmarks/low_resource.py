@@ -28,8 +28,6 @@ import argparse
 import json
 import shlex
 import statistics
-import subprocess
-import sys
 import textwrap
 from collections import Counter
 from collections.abc import Callable
@@ -38,11 +36,11 @@ from pathlib import Path
 import torch
 import yaml
 
-from benchmarks.common import ROOT, add_root_option, folder_name, read_rows
+from benchmarks.common import add_root_option, folder_name, read_rows
 from parser.data.datamodule import DependencyDataModule
 from parser.data.partial import write_partial_train
 from parser.drawing import new_figure, save
-from parser.evaluate import evaluate
+from parser.evaluate import score_checkpoint
 from parser.data.sentences import records
 from parser.pipeline import Pipeline, Stage, TeacherRuns
 from parser.pipeline import run as run_pipeline
@@ -206,13 +204,8 @@ def test_scores(run: Run, args: argparse.Namespace) -> dict[str, float]:
     """Parse ``--treebank``'s test file with the run's best checkpoint (beside it, in its
     folder) and score it: UAS, LAS, CLAS, and UPOS when the run trained a tagger."""
     test = DependencyDataModule(treebank=args.treebank, root=args.root).path("test")
-    predicted = run.directory.parents[1] / "test.pred.conllu"
-    tagged = trains_tagger(run.config()["model"])  # then UPOS is predicted too, and scored
-    subprocess.run([sys.executable, "-m", "parser.predict", str(run.best.resolve()), str(Path(test).resolve()),
-                    str(predicted.resolve()), *(["--overwrite-upos"] if tagged else [])], check=True, cwd=ROOT)
-    scores = evaluate(test, predicted)
-    if not tagged:
-        del scores["upos"]  # the test file's own tags, copied through
+    scores = score_checkpoint(run.best, test, run.directory.parents[1] / "test.pred.conllu",
+                              overwrite_upos=trains_tagger(run.config()["model"]))  # a tagger's UPOS is scored too
     return {k: round(v, 2) for k, v in scores.items()}
 
 

@@ -31,10 +31,9 @@ from benchmarks.common import add_root_option, folder_name, portable, read_rows
 from benchmarks.low_resource import trains_tagger
 from parser.crossing_margin import best, sweep
 from parser.data.datamodule import DependencyDataModule
-from parser.evaluate import crossings, evaluate
+from parser.evaluate import crossings, score_checkpoint
 from parser.model import Parser
 from parser.network import EncoderOptions
-from parser.predict import predict
 from parser.data.sentences import read_conllu
 from parser.runs import RECIPES, config_path, fit
 
@@ -112,10 +111,7 @@ def score_run(args: argparse.Namespace, ablation: str, variant: str, trained: di
         shares = {}
         for split, path in gold.items():
             predicted = best_ckpt.parent.parent / f"{split}.{decoder}.conllu"
-            predict(str(best_ckpt), str(path), str(predicted), overwrite_upos=tagged, **decoder_options(decoder, margin))
-            scores = evaluate(path, predicted)
-            if not tagged:
-                del scores["upos"]  # the gold file's own tags, copied through
+            scores = score_checkpoint(best_ckpt, path, predicted, overwrite_upos=tagged, **decoder_options(decoder, margin))
             found = crossings(path, predicted)
             row.update({f"{split}_{k}": round(v, 2) for k, v in scores.items()})
             row[f"{split}_nonprojective_trees"] = round(100 * found.predicted_trees / found.sentences, 1)

@@ -18,6 +18,7 @@ import argparse
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
@@ -109,6 +110,21 @@ def scores(gold_path: str | os.PathLike, pred_path: str | os.PathLike) -> dict[s
 def evaluate(gold_path: str | os.PathLike, pred_path: str | os.PathLike) -> dict[str, float]:
     """``{"upos", "uas", "las", "clas"}`` F1 scores in percent (UAS, LAS and UPOS are accuracies)."""
     return {name: score.f1 for name, score in scores(gold_path, pred_path).items()}
+
+
+def score_checkpoint(checkpoint: str | os.PathLike, gold: str | os.PathLike, predicted: str | os.PathLike,
+                     **options) -> dict[str, float]:
+    """A saved parser's :func:`evaluate` scores on ``gold``, parsed into ``predicted`` with
+    :func:`parser.predict.predict`'s ``options`` (decoder, precision, ``overwrite_upos``). UPOS is
+    scored only with ``overwrite_upos`` (the parser's own tags; else the gold file's, copied through)."""
+    from parser.predict import predict
+
+    Path(predicted).parent.mkdir(parents=True, exist_ok=True)
+    predict(str(checkpoint), str(gold), str(predicted), **options)
+    scores = evaluate(gold, predicted)
+    if not options.get("overwrite_upos"):
+        del scores["upos"]
+    return scores
 
 
 def nonprojective_arcs(heads: Sequence[int]) -> list[bool]:

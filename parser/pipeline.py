@@ -356,12 +356,9 @@ def alive(process: int) -> bool:
 def test_scores(checkpoint: str | Path, test_file: Path, scratch: Path) -> dict[str, float]:
     """UAS and LAS (CoNLL 2018 definitions) of a saved parser on ``test_file``, parsed into ``scratch``
     (bf16 autocast where the processor does bf16 arithmetic)."""
-    from parser.evaluate import evaluate
-    from parser.predict import predict
+    from parser.evaluate import score_checkpoint
 
-    scratch.parent.mkdir(parents=True, exist_ok=True)
-    predict(str(checkpoint), str(test_file), str(scratch), precision="auto")
-    scores = evaluate(test_file, scratch)
+    scores = score_checkpoint(checkpoint, test_file, scratch, precision="auto")
     return {"uas": scores["uas"], "las": scores["las"]}
 
 
