@@ -1,5 +1,6 @@
-"""What the benchmark drivers share: a result row's provenance, a results file's rows and a run folder's name, then
-timing helpers (interleaved repeats, medians, peak memory).
+"""What the benchmark drivers share: a result row's provenance, a results file's rows and a run folder's name,
+the recorded rows' files and what several tables cite (the transfer targets, UDPipe 2's published scores, the
+whole-file run, grouped bars), then timing helpers (interleaved repeats, medians, peak memory).
 
 The machines these run on are shared, so every comparison runs its contenders
 round-robin over the same inputs (each repeat times every contender once, in a rotating
@@ -24,10 +25,26 @@ from pathlib import Path
 
 import torch
 
+from parser.drawing import new_figure, save
 from parser.fetch import default_root
-from parser.runs import REPOSITORY, commit, shell_line
+from parser.runs import RECIPES, REPOSITORY, commit, shell_line
 
 ROOT = REPOSITORY
+ROWS = ROOT / "docs" / "results"  # the recorded rows: a JSON-lines file per benchmark
+LOW_RESOURCE, SMALL_TREEBANKS, TRANSFER, NEW_LANGUAGE = (
+    ROWS / f"{name}.jsonl" for name in ("low_resource", "small_treebanks", "transfer", "new_language"))
+TARGETS = ("UD_Wolof-WTB", "UD_Vietnamese-VTB", "UD_Greek-GDT", "UD_Uyghur-UDT", "UD_Turkish-IMST", "UD_Welsh-CCG")  # the transfer targets
+# UDPipe 2's published test (UAS, LAS) with gold tokenisation, UD 2.17 models (251125), the
+# release of the shared snapshots (ufal.mff.cuni.cz/udpipe/2/models, "Model Performance")
+UDPIPE2 = {
+    "UD_English-EWT": (94.09, 92.36),
+    "UD_Wolof-WTB": (85.75, 80.16),
+    "UD_Greek-GDT": (93.98, 92.16),
+    "UD_Uyghur-UDT": (77.54, 66.62),
+    "UD_Vietnamese-VTB": (75.84, 65.51),
+    "UD_Turkish-IMST": (81.39, 73.61),
+    "UD_Welsh-CCG": (88.45, 82.61),
+}
 MAX_VARIANT_CHARS = 120  # a run folder's name keeps this much of its overrides, then a digest of all of them
 
 
@@ -65,6 +82,51 @@ def portable(value, places: dict[str, str] | None = None):
                 item = item.replace(path, names[path])
         return item
     return rewrite(value)
+
+
+def whole_file_run(rows: list[dict], treebank: str) -> dict | None:
+    """The recipe on ``treebank``'s whole training file as the tables cite it: among the rows of
+    ``configs/small_treebank.yaml`` with its own encoder, no ablation and MST decoding, the run
+    with the best dev LAS (None: none recorded)."""
+    runs = [row for row in rows if row["treebank"] == treebank and row["recipe"] == f"configs/{RECIPES['small_treebank']}" and not row.get("ablation")
+            and row["encoder"] == "multilingual-e5-small" and row["decoder"] == "mst"]
+    return max(runs, key=lambda row: row["dev_las"], default=None)
+
+
+def grouped_bars(names: list[str], series: list[tuple[str, str, list]], output: Path) -> Path:
+    """A group of bars per name, a bar per series ``(label, color, values)``, each value a list
+    of seeds (their mean drawn, the seeds as dots), one number or None (no bar); its value above
+    each bar. 8 x 3.4 inches at 100 dpi: 800 pixels wide, the README's width."""
+    fig = new_figure(8, 3.4, layout="constrained")
+    ax = fig.subplots()
+    width = 0.8 / len(series)
+    for i, (label, color, values) in enumerate(series):
+        offset, named = (i - (len(series) - 1) / 2) * width, False
+        for x, value in enumerate(values):
+            seeds = value if isinstance(value, list) else None
+            height = value if seeds is None else statistics.mean(seeds) if seeds else None
+            if height is None:
+                continue
+            ax.bar(x + offset, height, width * 0.92, color=color, edgecolor="0.3", linewidth=0.5,
+                   label=None if named else label)
+            named = True
+            if seeds and len(seeds) > 1:
+                ax.scatter([x + offset] * len(seeds), seeds, s=6, color="black", zorder=3, linewidths=0)
+            ax.annotate(f"{height:.1f}", (x + offset, max(seeds or [height])), xytext=(0, 2),
+                        textcoords="offset points", ha="center", va="bottom", fontsize=7.5 if len(series) < 6 else 6,
+                        rotation=0 if len(series) < 6 else 90)
+    ax.set_xticks(range(len(names)), names, fontsize=9)
+    ax.set_ylabel("test LAS", fontsize=9)
+    ax.set_ylim(0, 100)
+    ax.tick_params(axis="y", labelsize=8)
+    ax.grid(axis="y", alpha=0.3)
+    ax.set_axisbelow(True)
+    ax.spines[["top", "right"]].set_visible(False)
+    rows = (len(series) + 3) // 4  # legend rows of at most 4 entries above the axes
+    ax.legend(fontsize=8, ncols=min(len(series), 4), loc="upper center", bbox_to_anchor=(0.5, 1.06 + 0.07 * rows),
+              frameon=False)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    return save(fig, output, dpi=100)
 
 
 def add_root_option(cli: argparse.ArgumentParser) -> None:

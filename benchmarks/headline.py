@@ -14,7 +14,7 @@ Where each number comes from (nothing is typed in here):
 - full training file: :func:`benchmarks.low_resource.ceiling`, the report's own (EWT: its
   full-data rows of the same 400 steps; the small treebanks: ``configs/small_treebank.yaml``,
   whose rows are in ``docs/results/small_treebanks.jsonl``);
-- UDPipe 2: ``benchmarks.small_treebank.UDPIPE2``, its published test LAS with gold tokens.
+- UDPipe 2: ``benchmarks.common.UDPIPE2``, its published test LAS with gold tokens.
 """
 
 from __future__ import annotations
@@ -24,12 +24,10 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks.common import ROOT
+from benchmarks.common import LOW_RESOURCE, ROOT, UDPIPE2, grouped_bars
 from benchmarks.low_resource import _cells, baseline, ceiling
-from benchmarks.small_treebank import UDPIPE2
-from parser.drawing import new_figure, report_errors, save
+from parser.drawing import report_errors
 
-LOW_RESOURCE = ROOT / "docs" / "results" / "low_resource.jsonl"
 FIGURE = ROOT / "docs" / "figures" / "headline.png"
 LANGUAGES = ("UD_Wolof-WTB", "UD_Vietnamese-VTB", "UD_Greek-GDT", "UD_Uyghur-UDT", "UD_English-EWT")
 SIZE = 100  # labeled trees
@@ -99,46 +97,10 @@ def table(found: list[Language]) -> str:
 
 
 def figure(found: list[Language], output: Path) -> Path:
-    """Grouped bars, one group per language (:func:`grouped_bars`)."""
+    """Grouped bars, one group per language (:func:`benchmarks.common.grouped_bars`)."""
     names = [language.name + ("\n(recipe: 1 seed)" if len(language.recipe) == 1 else "") for language in found]
     series = [(label, color, [getattr(language, key) for language in found]) for key, label, color in BARS]
     return grouped_bars(names, series, output)
-
-
-def grouped_bars(names: list[str], series: list[tuple[str, str, list]], output: Path) -> Path:
-    """A group of bars per name, a bar per series ``(label, color, values)``, each value a list
-    of seeds (their mean drawn, the seeds as dots), one number or None (no bar); its value above
-    each bar. 8 x 3.4 inches at 100 dpi: 800 pixels wide, the README's width."""
-    fig = new_figure(8, 3.4, layout="constrained")
-    ax = fig.subplots()
-    width = 0.8 / len(series)
-    for i, (label, color, values) in enumerate(series):
-        offset, named = (i - (len(series) - 1) / 2) * width, False
-        for x, value in enumerate(values):
-            seeds = value if isinstance(value, list) else None
-            height = value if seeds is None else statistics.mean(seeds) if seeds else None
-            if height is None:
-                continue
-            ax.bar(x + offset, height, width * 0.92, color=color, edgecolor="0.3", linewidth=0.5,
-                   label=None if named else label)
-            named = True
-            if seeds and len(seeds) > 1:
-                ax.scatter([x + offset] * len(seeds), seeds, s=6, color="black", zorder=3, linewidths=0)
-            ax.annotate(f"{height:.1f}", (x + offset, max(seeds or [height])), xytext=(0, 2),
-                        textcoords="offset points", ha="center", va="bottom", fontsize=7.5 if len(series) < 6 else 6,
-                        rotation=0 if len(series) < 6 else 90)
-    ax.set_xticks(range(len(names)), names, fontsize=9)
-    ax.set_ylabel("test LAS", fontsize=9)
-    ax.set_ylim(0, 100)
-    ax.tick_params(axis="y", labelsize=8)
-    ax.grid(axis="y", alpha=0.3)
-    ax.set_axisbelow(True)
-    ax.spines[["top", "right"]].set_visible(False)
-    rows = (len(series) + 3) // 4  # legend rows of at most 4 entries above the axes
-    ax.legend(fontsize=8, ncols=min(len(series), 4), loc="upper center", bbox_to_anchor=(0.5, 1.06 + 0.07 * rows),
-              frameon=False)
-    output.parent.mkdir(parents=True, exist_ok=True)
-    return save(fig, output, dpi=100)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -45,6 +45,7 @@ from parser.data.sentences import records
 from parser.pipeline import Pipeline, Stage, TeacherRuns
 from parser.pipeline import run as run_pipeline
 from parser.runs import RECIPES, Run, finished, recipe
+from parser.training.terms import trains_tagger
 
 # objective of a row -> the recipe its run trains (a name of parser.runs.RECIPES)
 OBJECTIVES = {"supervised": "likelihood_low_resource", "entropy": "entropy", "ge": "ge", "kl": "kl",
@@ -261,14 +262,6 @@ def recorded_row(results: Path, key: dict) -> dict | None:
     grid (or adds a round, a recipe) without scoring a recorded run again."""
     return next((row for row in read_rows(results) if all(row.get(field) == value for field, value in key.items())),
                 None)
-
-
-def trains_tagger(model_config: dict) -> bool:
-    """Whether a run's ``model`` config trains a UPOS head (a TagLikelihood term; before the
-    terms list, a positive ``tagger_weight``)."""
-    terms = model_config.get("terms") or []
-    paths = [t["objective"] if isinstance(t["objective"], str) else t["objective"].get("class_path", "") for t in terms]
-    return any(path.endswith("TagLikelihood") for path in paths) or (model_config.get("tagger_weight") or 0) > 0
 
 
 Cells = dict[tuple[int | str, str, str], list[dict]]  # (labeled size, objective, variant) -> its runs

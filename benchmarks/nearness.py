@@ -19,8 +19,7 @@ from pathlib import Path
 
 import yaml
 
-from benchmarks.common import ROOT, portable, provenance
-from benchmarks.transfer import TARGETS
+from benchmarks.common import ROOT, TARGETS, portable, provenance
 from parser.fetch import default_root
 from parser.nearness import CANDIDATE_WORDS
 

@@ -50,7 +50,8 @@ from pathlib import Path
 
 import yaml
 
-from benchmarks.common import ROOT, commit, portable, read_rows
+from benchmarks.common import (LOW_RESOURCE, NEW_LANGUAGE, ROOT, SMALL_TREEBANKS, TRANSFER, commit, machine, markdown_table,
+                               portable, provenance, read_rows, whole_file_run)
 from parser.cli import run_reporting_errors
 from parser.runs import Run, finished, fit_command, launch, stopped
 
@@ -582,8 +583,6 @@ def run(args: argparse.Namespace) -> list[dict]:
     """Train every system of ``args.systems`` in turn, parse the test file with it, score
     it; each system's row goes to ``args.results`` as soon as it is done (a run stopped
     midway keeps the systems it finished). Returns the rows."""
-    from benchmarks.common import machine, provenance
-
     treebank = args.treebank
     data = RUNS / "data" / treebank
     train = data / f"train-{size_name(args.sentences)}.conllu"
@@ -708,8 +707,6 @@ def fmt(value, digits: int = 1) -> str:
 def report(rows: list[dict]) -> str:
     """One markdown table per run (oldest first): every system's scores, speeds, memory and
     size, then this project against the best peer that ran."""
-    from benchmarks.common import markdown_table
-
     runs: dict[str, list[dict]] = {}
     for row in rows:
         runs.setdefault(row["run"], []).append(row)
@@ -754,10 +751,6 @@ def comparison(members: list[dict]) -> str:
 # ---- the small-treebank cells (issue 46) -------------------------------------------------
 
 CELL_TREEBANKS = ("UD_Wolof-WTB", "UD_Vietnamese-VTB", "UD_Greek-GDT", "UD_Uyghur-UDT")
-LOW_RESOURCE = ROOT / "docs" / "results" / "low_resource.jsonl"
-SMALL_TREEBANKS = ROOT / "docs" / "results" / "small_treebanks.jsonl"
-TRANSFER = ROOT / "docs" / "results" / "transfer.jsonl"
-NEW_LANGUAGE = ROOT / "docs" / "results" / "new_language.jsonl"
 # configs/low_resource_multilingual.yaml as benchmarks.low_resource ran it (README, "Outside
 # English"): the supervised teachers of seeds 1-3, then two rounds of self-distillation.
 SUPERVISED_100 = ("'--model.terms+={\"objective\": \"objectives.TagLikelihood\"}' --model.encoder multilingual-e5-small "
@@ -801,9 +794,7 @@ def recorded_entries(low_resource: list[dict], small_treebanks: list[dict]) -> l
     ``low_resource.jsonl``: the supervised recipe (the 3 teachers; minutes: one) and its
     second-round self-distilled students (minutes: the 3 teachers, the seed's round-1 and
     round-2 students; wall seconds of one thread as that benchmark records them). With the
-    whole file, from ``small_treebanks.jsonl``: ``small_treebank.whole_file_run`` (its CPU minutes)."""
-    from benchmarks.small_treebank import whole_file_run
-
+    whole file, from ``small_treebanks.jsonl``: ``benchmarks.common.whole_file_run`` (its CPU minutes)."""
     entries = []
     for treebank in CELL_TREEBANKS:
         cell = [row for row in low_resource if row["treebank"] == treebank and row["labeled"] == 100
@@ -911,8 +902,6 @@ def cell_verdict(members: list[dict]) -> str:
 def cells_report(entries: list[dict]) -> str:
     """One markdown table per cell (treebank x training size), each system's test LAS and UAS
     (mean ± sd over seeds), training minutes, parsing speed and peak RSS, then the verdict."""
-    from benchmarks.common import markdown_table
-
     cells: dict[tuple, list[dict]] = {}
     for item in entries:
         cells.setdefault((item["treebank"], item["training"]), []).append(item)

@@ -27,8 +27,7 @@ from pathlib import Path
 
 import yaml
 
-from benchmarks.common import add_root_option, folder_name, portable, read_rows
-from benchmarks.low_resource import trains_tagger
+from benchmarks.common import UDPIPE2, add_root_option, folder_name, portable, read_rows
 from parser.crossing_margin import best, sweep
 from parser.data.datamodule import DependencyDataModule
 from parser.evaluate import crossings, score_checkpoint
@@ -36,6 +35,7 @@ from parser.model import Parser
 from parser.network import EncoderOptions
 from parser.data.sentences import read_conllu
 from parser.runs import RECIPES, config_path, fit
+from parser.training.terms import trains_tagger
 
 RECIPE = f"configs/{RECIPES['small_treebank']}"
 # an ingredient of the recipe -> the overrides that remove it
@@ -47,26 +47,6 @@ ABLATIONS = {
     "lstm": ["--model.encoder_options.lstm_layers", "0"],
 }
 DECODERS = ("mst", "eisner", "margin")
-# UDPipe 2's published test (UAS, LAS) with gold tokenisation, UD 2.17 models (251125), the
-# release of the shared snapshots (ufal.mff.cuni.cz/udpipe/2/models, "Model Performance")
-UDPIPE2 = {
-    "UD_English-EWT": (94.09, 92.36),
-    "UD_Wolof-WTB": (85.75, 80.16),
-    "UD_Greek-GDT": (93.98, 92.16),
-    "UD_Uyghur-UDT": (77.54, 66.62),
-    "UD_Vietnamese-VTB": (75.84, 65.51),
-    "UD_Turkish-IMST": (81.39, 73.61),
-    "UD_Welsh-CCG": (88.45, 82.61),
-}
-
-
-def whole_file_run(rows: list[dict], treebank: str) -> dict | None:
-    """The recipe on ``treebank``'s whole training file as the tables cite it: among the rows of
-    ``configs/small_treebank.yaml`` with its own encoder, no ablation and MST decoding, the run
-    with the best dev LAS (None: none recorded)."""
-    runs = [row for row in rows if row["treebank"] == treebank and row["recipe"] == RECIPE and not row.get("ablation")
-            and row["encoder"] == "multilingual-e5-small" and row["decoder"] == "mst"]
-    return max(runs, key=lambda row: row["dev_las"], default=None)
 
 
 def train(args: argparse.Namespace, overrides: list[str]) -> dict:

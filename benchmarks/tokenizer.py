@@ -22,8 +22,7 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks.common import add_root_option, markdown_table, portable, provenance, read_rows
-from benchmarks.transfer import TARGETS
+from benchmarks.common import TARGETS, add_root_option, markdown_table, portable, provenance, read_rows
 from parser.data.sentences import read_conllu, write_conllu
 from parser.data.tokenizer import EPOCHS
 

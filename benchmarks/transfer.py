@@ -26,22 +26,20 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks.common import ROOT, provenance, read_rows
-from benchmarks.headline import LOW_RESOURCE, grouped_bars, languages
-from benchmarks.peers import SMALL_TREEBANKS
-from benchmarks.small_treebank import UDPIPE2, whole_file_run
+from benchmarks.common import (LOW_RESOURCE, NEW_LANGUAGE, ROOT, SMALL_TREEBANKS, TARGETS, TRANSFER, UDPIPE2, grouped_bars,
+                               provenance, read_rows, whole_file_run)
+from benchmarks.headline import languages
 from parser import pipeline
 from parser.cli import run_reporting_errors
 from parser.data.datamodule import DependencyDataModule
 from parser.runs import FINISHED, finished
 from parser.training.callbacks import MONITOR
 
-RESULTS = ROOT / "docs" / "results" / "transfer.jsonl"
-NEW_LANGUAGE = ROOT / "docs" / "results" / "new_language.jsonl"  # configs/pipelines/new_language.yaml's rows
+RESULTS = TRANSFER
 FIGURE = ROOT / "docs" / "figures" / "transfer.png"
 STAGES = ("zero-shot", "target_only", "finetuned", "start", "student", "student_ge", "full",
           "teachers", "round1", "round2")  # the table's order (the last three: new_language.yaml's)
-TARGETS = ("UD_Wolof-WTB", "UD_Vietnamese-VTB", "UD_Greek-GDT", "UD_Uyghur-UDT", "UD_Turkish-IMST", "UD_Welsh-CCG")
+
 
 
 def test_scores(checkpoint: Path, test_file: Path, scratch: Path) -> dict[str, float]:
@@ -135,7 +133,7 @@ def targets(results: Path = RESULTS, low_resource: Path = LOW_RESOURCE, new_lang
     (``low_resource``); where the grid has none, ``new_language.yaml``'s (``new_language``: its
     teachers the supervised parser, its second round the best recipe); where neither has, the
     transfer pipeline's ``target_only`` run stands for the supervised parser. Its own whole
-    file: the grid's full-data parser, else ``small_treebank.whole_file_run`` of ``small_treebanks``."""
+    file: the grid's full-data parser, else ``benchmarks.common.whole_file_run`` of ``small_treebanks``."""
     rows, alone, whole = read_rows(results), read_rows(new_language), read_rows(small_treebanks)
     grid = {language.treebank: language for language in languages(low_resource)}
 

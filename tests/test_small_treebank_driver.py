@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import small_treebank
+from benchmarks import common, small_treebank
 from parser.data.sentences import read_conllu, write_conllu
 
 
@@ -96,5 +96,5 @@ def test_the_whole_file_run_the_tables_cite_is_the_recipes_best_on_dev():
     rows = [row(70.0), row(72.0, variant="--trainer.max_epochs 20"), row(90.0, ablation="tagger"),
             row(91.0, encoder="runs/adapt/welsh"), row(92.0, decoder="eisner"), row(93.0, treebank="UD_Wolof-WTB"),
             row(94.0, recipe="configs/likelihood.yaml")]
-    assert small_treebank.whole_file_run(rows, "UD_Welsh-CCG")["test_las"] == 73.0
-    assert small_treebank.whole_file_run(rows, "UD_Turkish-IMST") is None
+    assert common.whole_file_run(rows, "UD_Welsh-CCG")["test_las"] == 73.0
+    assert common.whole_file_run(rows, "UD_Turkish-IMST") is None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -116,3 +117,15 @@ class TermSet(nn.Module):
         if loss is None:  # every weight 0 this step: a zero that still backpropagates
             loss = 0.0 * next(iter(scores.values())).arcs.sum()
         return loss, values, weights
+
+
+def trains_tagger(model_config: dict) -> bool:
+    """Whether a run's ``model`` config (its ``config.yaml``'s) trains a UPOS head: some term's
+    objective needs tag scores (``needs_tag_scores``), or, in configs before the terms list, a
+    positive ``tagger_weight``."""
+    for term in model_config.get("terms") or []:
+        objective = term["objective"]
+        module, _, name = (objective if isinstance(objective, str) else objective.get("class_path", "")).rpartition(".")
+        if getattr(getattr(importlib.import_module(module or "objectives"), name, None), "needs_tag_scores", False):
+            return True
+    return (model_config.get("tagger_weight") or 0) > 0
