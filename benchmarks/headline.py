@@ -6,12 +6,12 @@ UDPipe 2's published score; a small figure and a markdown table, from the record
     python -m benchmarks.headline --figure /tmp/h.png      # elsewhere
 
 Where each number comes from (nothing is typed in here):
-- supervised, 100 trees: :func:`benchmarks.low_resource.baseline` of the recipe's row, the
+- supervised, 100 trees: :func:`benchmarks.recorded.baseline` of the recipe's row, the
   supervised runs that the report measures the recipe against (every recorded seed);
 - recipe, 100 trees: the rows of ``configs/pipelines/new_language.yaml``'s last stage, round 2
   of self-distillation taught by the ensemble of seeds 1-3, word dropout 0.15, 400 steps
-  (``RECIPE``);
-- full training file: :func:`benchmarks.low_resource.ceiling`, the report's own (EWT: its
+  (:func:`benchmarks.recorded.languages`);
+- full training file: :func:`benchmarks.recorded.ceiling`, the report's own (EWT: its
   full-data rows of the same 400 steps; the small treebanks: ``configs/small_treebank.yaml``,
   whose rows are in ``docs/results/small_treebanks.jsonl``);
 - UDPipe 2: ``benchmarks.common.UDPIPE2``, its published test LAS with gold tokens.
@@ -21,62 +21,15 @@ from __future__ import annotations
 
 import argparse
 import statistics
-from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks.common import LOW_RESOURCE, ROOT, UDPIPE2, grouped_bars
-from benchmarks.low_resource import _cells, baseline, ceiling
+from benchmarks.common import LOW_RESOURCE, ROOT, grouped_bars
+from benchmarks.recorded import Language, languages
 from parser.drawing import report_errors
 
 FIGURE = ROOT / "docs" / "figures" / "headline.png"
-LANGUAGES = ("UD_Wolof-WTB", "UD_Vietnamese-VTB", "UD_Greek-GDT", "UD_Uyghur-UDT", "UD_English-EWT")
-SIZE = 100  # labeled trees
-# the recipe's rows: a self_distill variant that starts with ROUND and holds every one of WITH
-ROUND = "round 2 teachers of seeds 1 2 3 "
-WITH = ("--model.encoder_options.word_dropout 0.15",)
-WITHOUT = ("max_steps",)  # the grid's 400 steps, as the pipeline runs it
 BARS = (("supervised", "supervised, 100 trees", "0.6"), ("recipe", "new-language recipe, 100 trees", "C1"),
         ("full", "full training file", "C0"), ("udpipe", "UDPipe 2 (published)", "0.85"))
-
-
-@dataclass
-class Language:
-    """One treebank's headline numbers (test LAS); ``supervised`` and ``recipe`` per seed."""
-
-    treebank: str
-    supervised: list[float]
-    recipe: list[float]
-    full: float | None
-    full_source: str
-    udpipe: float | None
-
-    @property
-    def name(self) -> str:
-        return self.treebank.removeprefix("UD_")
-
-
-def recipe_variant(variants: list[str]) -> str | None:
-    """The recipe's variant among ``variants`` (the one with the most words when several match)."""
-    matching = [v for v in variants if v.startswith(ROUND) and all(w in v for w in WITH)
-                and not any(w in v for w in WITHOUT)]
-    return max(matching, key=len, default=None)
-
-
-def languages(results: Path = LOW_RESOURCE) -> list[Language]:
-    """The headline numbers of every treebank of ``LANGUAGES`` whose rows hold the recipe."""
-    found = []
-    for treebank, cells in _cells(results).items():
-        if treebank not in LANGUAGES:
-            continue
-        variant = recipe_variant([v for k, objective, v in cells if k == SIZE and objective == "self_distill"])
-        if variant is None:
-            continue
-        _, supervised = baseline(cells, SIZE, variant)
-        full, source = ceiling(cells, treebank)
-        found.append(Language(treebank, [run["las"] for run in supervised],
-                              [run["las"] for run in cells[(SIZE, "self_distill", variant)]],
-                              full, source, UDPIPE2.get(treebank, (None, None))[1]))
-    return sorted(found, key=lambda language: LANGUAGES.index(language.treebank))
 
 
 def _mean(values: list[float]) -> str:

@@ -29,7 +29,6 @@ import json
 import shlex
 import statistics
 import textwrap
-from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
@@ -37,6 +36,7 @@ import torch
 import yaml
 
 from benchmarks.common import add_root_option, folder_name, read_rows
+from benchmarks.recorded import ALL, DEFAULT_TREEBANK, Cells, baseline, ceiling, grid_cells
 from parser.data.datamodule import DependencyDataModule
 from parser.data.partial import write_partial_train
 from parser.drawing import new_figure, save
@@ -67,19 +67,6 @@ DISTILLING = ("kl", *SELF_TRAINING, "cross_treebank")  # the recipes that take a
 # once per output folder and those two): domain adaptation with no labeled data of the target
 # beyond the K sentences; the teacher's sentences count as extra labeled.
 TEACHER_CONFIG = f"configs/{RECIPES['likelihood']}"  # the cross_treebank teacher's recipe by default
-ALL = "all"  # --sizes all: every training sentence labeled (a full-data row, the ceiling)
-# Full-data test LAS of a treebank's supervised recipe and where it was measured: the ceiling
-# of the report when the results hold no full-data row (``"labeled": "all"``) of the treebank.
-SMALL_TREEBANK_FULL_DATA = ("configs/small_treebank.yaml on all of train, 15 epochs, MST, docs/experiments.md "
-                            "section 4, \"The full small treebanks beside UDPipe 2\"")
-FULL_DATA_LAS = {
-    "UD_English-EWT": (89.75, "configs/likelihood.yaml on all of train, 7 epochs, docs/experiments.md section 1"),
-    "UD_Wolof-WTB": (76.11, "configs/small_treebank.yaml on all of train, 15 epochs, MST, docs/experiments.md section 3"),
-    "UD_Greek-GDT": (90.00, SMALL_TREEBANK_FULL_DATA),
-    "UD_Uyghur-UDT": (66.96, SMALL_TREEBANK_FULL_DATA),
-    "UD_Vietnamese-VTB": (64.51, SMALL_TREEBANK_FULL_DATA),
-}
-DEFAULT_TREEBANK = "UD_English-EWT"  # the treebank of rows that do not name theirs (the first rows)
 TAGGER = ['--model.terms+={"objective": "objectives.TagLikelihood"}']  # --tagger: a UPOS head's term
 Cell = tuple[Stage, str, "int | None"]  # a stage of cells, their objective and self-training round (None: none)
 
@@ -264,39 +251,6 @@ def recorded_row(results: Path, key: dict) -> dict | None:
                 None)
 
 
-Cells = dict[tuple[int | str, str, str], list[dict]]  # (labeled size, objective, variant) -> its runs
-
-
-def _cells(results: Path) -> dict[str, Cells]:
-    """The runs of ``results`` by treebank (EWT first), then by (labeled size, objective, variant)."""
-    runs = read_rows(results)
-    treebanks: dict[str, Cells] = {}
-    for run in runs:
-        cells = treebanks.setdefault(run.get("treebank", DEFAULT_TREEBANK), {})
-        cells.setdefault((run["labeled"], run["objective"], run.get("variant", "")), []).append(run)
-    return dict(sorted(treebanks.items(), key=lambda item: (item[0] != DEFAULT_TREEBANK, item[0])))
-
-
-def baseline(cells: Cells, size: int | str, recipe: str = "") -> tuple[str, list[dict]]:
-    """The supervised-only runs at ``size`` that the variant ``recipe`` is measured against:
-    the strongest (highest mean LAS) supervised variant of its settings, one whose overrides
-    are all among the recipe's. Without a recipe, or where none is contained in it, the
-    supervised variant with the fewest overrides (the shipped config as it is when there is
-    one; on a treebank that needs another encoder, that override alone), and of those the one
-    with the most seeds (a one-seed trial is not it)."""
-    variants = [variant for k, objective, variant in cells if k == size and objective == "supervised"]
-    if not variants:
-        return "", []
-    options = Counter(shlex.split(recipe))
-    same = [v for v in variants if not Counter(shlex.split(v)) - options]
-    if recipe and same:
-        variant = max(same, key=lambda v: (statistics.mean(run["las"] for run in cells[(size, "supervised", v)]),
-                                           len(cells[(size, "supervised", v)])))
-    else:
-        variant = min(variants, key=lambda v: (len(shlex.split(v)), -len(cells[(size, "supervised", v)]), v))
-    return variant, cells[(size, "supervised", variant)]
-
-
 def _size(size: int | str) -> float:
     """Labeled sizes in order, ``all`` last."""
     return float("inf") if size == ALL else float(size)
@@ -307,26 +261,13 @@ def _order(recipe: tuple[str, str]) -> tuple[int, str]:
     return list(OBJECTIVES).index(recipe[0]), recipe[1]
 
 
-def ceiling(cells: Cells, treebank: str) -> tuple[float | None, str]:
-    """The full-data test LAS the report measures gaps to on ``treebank``, and where it comes
-    from: the mean of its full-data supervised rows (``"labeled": "all"``) if there are any,
-    else ``FULL_DATA_LAS``."""
-    full = cells.get((ALL, "supervised", ""), [])
-    if full:
-        return statistics.mean(run["las"] for run in full), f"the full-data supervised rows of the results ({len(full)} seeds)"
-    if treebank in FULL_DATA_LAS:
-        las, source = FULL_DATA_LAS[treebank]
-        return las, f"{source}; the results hold no full-data row of the shipped config"
-    return None, f"no full-data row of {treebank} in the results and no known full-data LAS for it"
-
-
 def report(results: Path) -> str:
     """Markdown, one table per treebank (headed by its name when there are several): test
     UAS/LAS mean +- sd over seeds, each recipe's share of the gap between the strongest
     supervised parser of its settings (:func:`baseline`; a supervised variant's: the plainest) and the
     full-data ceiling at its labeled size, labeled sentences
     beyond K (the kl teacher's), wall-clock per run; then the ceiling and its source."""
-    treebanks = _cells(results)
+    treebanks = grid_cells(results)
     tables = [(f"**{treebank}**\n\n" if len(treebanks) > 1 else "") + _table(cells, treebank)
               for treebank, cells in treebanks.items()]
     return "\n\n".join(tables)
@@ -447,7 +388,7 @@ def figure(results: Path, output: Path) -> Path:
     """Draw test LAS by recipe (rows) and by treebank and labeled size (panels, as wide as
     their range): each seed a circle, the mean a diamond with its value and +- sd, the
     supervised-only mean (:func:`baseline`) a dashed line."""
-    treebanks = _cells(results)
+    treebanks = grid_cells(results)
     panels = [(treebank, size) for treebank, cells in treebanks.items()
               for size in sorted({k for k, _, _ in cells}, key=_size)]
     recipes = sorted({(objective, variant) for cells in treebanks.values() for _, objective, variant in cells}, key=_order)

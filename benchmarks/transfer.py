@@ -28,7 +28,7 @@ from pathlib import Path
 
 from benchmarks.common import (LOW_RESOURCE, NEW_LANGUAGE, ROOT, SMALL_TREEBANKS, TARGETS, TRANSFER, UDPIPE2, grouped_bars,
                                provenance, read_rows, whole_file_run)
-from benchmarks.headline import languages
+from benchmarks.recorded import languages
 from parser import pipeline
 from parser.cli import run_reporting_errors
 from parser.data.datamodule import DependencyDataModule

@@ -6,7 +6,8 @@ import json
 import struct
 from pathlib import Path
 
-from benchmarks.headline import FIGURE, LANGUAGES, figure, languages, table
+from benchmarks.headline import FIGURE, figure, table
+from benchmarks.recorded import LANGUAGES, languages
 
 ROOT = Path(__file__).parent.parent
 

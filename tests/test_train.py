@@ -280,7 +280,8 @@ def test_low_resource_report_measures_a_recipe_against_the_supervised_parser_of_
     """A recipe's share of the gap is against the strongest supervised variant whose
     overrides it carries too, not the plainest supervised parser nor the one of the most
     overrides; a supervised variant's own share is against the plainest."""
-    from benchmarks.low_resource import _cells, baseline, report
+    from benchmarks.low_resource import report
+    from benchmarks.recorded import baseline, grid_cells
 
     options = "--model.lr 1e-3 --model.encoder_options.dropout 0.1"
     rows = [{"objective": objective, "variant": variant, "labeled": 100, "seed": seed, "train_seconds": 60,
@@ -299,7 +300,7 @@ def test_low_resource_report_measures_a_recipe_against_the_supervised_parser_of_
            " 70.00 ± 0.00 | 70.00 ± 0.00 | 34% |" in table
     assert "| 100 | self_distill | round 1 | 3 | 70.00 ± 0.00 | 60.00 ± 0.00 | 25% |" in table
     assert "| 100 | supervised | lr 1e-3 dropout 0.1 | 3 | 70.00 ± 0.00 | 60.00 ± 0.00 | 25% |" in table
-    cells = _cells(results)["UD_English-EWT"]
+    cells = grid_cells(results)["UD_English-EWT"]
     assert baseline(cells, 100)[0] == "" and baseline(cells, 100, "round 1 --model.lr 1e-3")[0] == "--model.lr 1e-3"
 
 

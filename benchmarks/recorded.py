@@ -1,0 +1,120 @@
+"""The low-resource grid's recorded rows (``docs/results/low_resource.jsonl``) read as several
+tables cite them: the runs by treebank and cell, the supervised runs a recipe is measured
+against, the full-data ceiling, and each language's headline numbers (the README's table,
+``benchmarks.headline``; the transfer summary, ``benchmarks.transfer``)."""
+
+from __future__ import annotations
+
+import shlex
+import statistics
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+from benchmarks.common import LOW_RESOURCE, UDPIPE2, read_rows
+
+ALL = "all"  # --sizes all: every training sentence labeled (a full-data row, the ceiling)
+# Full-data test LAS of a treebank's supervised recipe and where it was measured: the ceiling
+# of the report when the results hold no full-data row (``"labeled": "all"``) of the treebank.
+SMALL_TREEBANK_FULL_DATA = ("configs/small_treebank.yaml on all of train, 15 epochs, MST, docs/experiments.md "
+                            "section 4, \"The full small treebanks beside UDPipe 2\"")
+FULL_DATA_LAS = {
+    "UD_English-EWT": (89.75, "configs/likelihood.yaml on all of train, 7 epochs, docs/experiments.md section 1"),
+    "UD_Wolof-WTB": (76.11, "configs/small_treebank.yaml on all of train, 15 epochs, MST, docs/experiments.md section 3"),
+    "UD_Greek-GDT": (90.00, SMALL_TREEBANK_FULL_DATA),
+    "UD_Uyghur-UDT": (66.96, SMALL_TREEBANK_FULL_DATA),
+    "UD_Vietnamese-VTB": (64.51, SMALL_TREEBANK_FULL_DATA),
+}
+DEFAULT_TREEBANK = "UD_English-EWT"  # the treebank of rows that do not name theirs (the first rows)
+Cells = dict[tuple[int | str, str, str], list[dict]]  # (labeled size, objective, variant) -> its runs
+# The headline: these languages' recipe rows at SIZE trees, a self_distill variant that starts with ROUND and
+# holds every one of WITH
+LANGUAGES = ("UD_Wolof-WTB", "UD_Vietnamese-VTB", "UD_Greek-GDT", "UD_Uyghur-UDT", "UD_English-EWT")
+SIZE = 100  # labeled trees
+# the recipe's rows: a self_distill variant that starts with ROUND and holds every one of WITH
+ROUND = "round 2 teachers of seeds 1 2 3 "
+WITH = ("--model.encoder_options.word_dropout 0.15",)
+WITHOUT = ("max_steps",)  # the grid's 400 steps, as the pipeline runs it
+
+
+def grid_cells(results: Path) -> dict[str, Cells]:
+    """The runs of ``results`` by treebank (EWT first), then by (labeled size, objective, variant)."""
+    runs = read_rows(results)
+    treebanks: dict[str, Cells] = {}
+    for run in runs:
+        cells = treebanks.setdefault(run.get("treebank", DEFAULT_TREEBANK), {})
+        cells.setdefault((run["labeled"], run["objective"], run.get("variant", "")), []).append(run)
+    return dict(sorted(treebanks.items(), key=lambda item: (item[0] != DEFAULT_TREEBANK, item[0])))
+
+
+def baseline(cells: Cells, size: int | str, recipe: str = "") -> tuple[str, list[dict]]:
+    """The supervised-only runs at ``size`` that the variant ``recipe`` is measured against:
+    the strongest (highest mean LAS) supervised variant of its settings, one whose overrides
+    are all among the recipe's. Without a recipe, or where none is contained in it, the
+    supervised variant with the fewest overrides (the shipped config as it is when there is
+    one; on a treebank that needs another encoder, that override alone), and of those the one
+    with the most seeds (a one-seed trial is not it)."""
+    variants = [variant for k, objective, variant in cells if k == size and objective == "supervised"]
+    if not variants:
+        return "", []
+    options = Counter(shlex.split(recipe))
+    same = [v for v in variants if not Counter(shlex.split(v)) - options]
+    if recipe and same:
+        variant = max(same, key=lambda v: (statistics.mean(run["las"] for run in cells[(size, "supervised", v)]),
+                                           len(cells[(size, "supervised", v)])))
+    else:
+        variant = min(variants, key=lambda v: (len(shlex.split(v)), -len(cells[(size, "supervised", v)]), v))
+    return variant, cells[(size, "supervised", variant)]
+
+
+def ceiling(cells: Cells, treebank: str) -> tuple[float | None, str]:
+    """The full-data test LAS the report measures gaps to on ``treebank``, and where it comes
+    from: the mean of its full-data supervised rows (``"labeled": "all"``) if there are any,
+    else ``FULL_DATA_LAS``."""
+    full = cells.get((ALL, "supervised", ""), [])
+    if full:
+        return statistics.mean(run["las"] for run in full), f"the full-data supervised rows of the results ({len(full)} seeds)"
+    if treebank in FULL_DATA_LAS:
+        las, source = FULL_DATA_LAS[treebank]
+        return las, f"{source}; the results hold no full-data row of the shipped config"
+    return None, f"no full-data row of {treebank} in the results and no known full-data LAS for it"
+
+
+@dataclass
+class Language:
+    """One treebank's headline numbers (test LAS); ``supervised`` and ``recipe`` per seed."""
+
+    treebank: str
+    supervised: list[float]
+    recipe: list[float]
+    full: float | None
+    full_source: str
+    udpipe: float | None
+
+    @property
+    def name(self) -> str:
+        return self.treebank.removeprefix("UD_")
+
+
+def recipe_variant(variants: list[str]) -> str | None:
+    """The recipe's variant among ``variants`` (the one with the most words when several match)."""
+    matching = [v for v in variants if v.startswith(ROUND) and all(w in v for w in WITH)
+                and not any(w in v for w in WITHOUT)]
+    return max(matching, key=len, default=None)
+
+
+def languages(results: Path = LOW_RESOURCE) -> list[Language]:
+    """The headline numbers of every treebank of ``LANGUAGES`` whose rows hold the recipe."""
+    found = []
+    for treebank, cells in grid_cells(results).items():
+        if treebank not in LANGUAGES:
+            continue
+        variant = recipe_variant([v for k, objective, v in cells if k == SIZE and objective == "self_distill"])
+        if variant is None:
+            continue
+        _, supervised = baseline(cells, SIZE, variant)
+        full, source = ceiling(cells, treebank)
+        found.append(Language(treebank, [run["las"] for run in supervised],
+                              [run["las"] for run in cells[(SIZE, "self_distill", variant)]],
+                              full, source, UDPIPE2.get(treebank, (None, None))[1]))
+    return sorted(found, key=lambda language: LANGUAGES.index(language.treebank))
