@@ -42,7 +42,7 @@ from parser.data.partial import write_partial_train
 from parser.drawing import new_figure, save
 from parser.evaluate import score_checkpoint
 from parser.data.sentences import records
-from parser.pipeline import Pipeline, Stage, TeacherRuns
+from parser.pipeline import Pipeline, Stage, TeacherRuns, run_folder
 from parser.pipeline import run as run_pipeline
 from parser.runs import RECIPES, Run, finished, recipe
 from parser.training.terms import trains_tagger
@@ -151,7 +151,7 @@ def train_cells(cells: list[Cell], size: int | str, args: argparse.Namespace, re
     each run trained now or not in ``--results`` yet; the runs of the last stage."""
     output = Path(args.output) / args.treebank
     trained = {(stage.name, seed) for stage, _, _ in cells for seed in stage.seeds
-               if finished(output / stage.name / f"seed{seed}") is None}  # parser.pipeline's folder of a run
+               if finished(run_folder(output, stage.name, seed)) is None}
     pipeline = Pipeline([stage for stage, _, _ in cells], cells[-1][0].name)
     run_pipeline(pipeline, args.treebank, output, str(args.root), say=lambda line: print(line, flush=True))
     for stage, objective, round_ in cells:
@@ -180,7 +180,7 @@ def train_cell(objective: str, size: int | str, seed: int, args: argparse.Namesp
         extra = teacher_labeled(str(teacher), args.root) if teacher else 0
     partial_train, arcs = None, {}
     if getattr(args, "partial_arcs", None) is not None:
-        partial_train = Path(args.output) / args.treebank / stage_name(objective, size, args) / f"seed{seed}" / "train.partial.conllu"
+        partial_train = run_folder(Path(args.output) / args.treebank, stage_name(objective, size, args), seed) / "train.partial.conllu"
         source = DependencyDataModule(treebank=args.treebank, root=args.root).path("train")
         arcs = {"partial_arcs": args.partial_arcs,
                 "extra_arcs": write_partial_train(source, size, args.partial_arcs, seed, partial_train)}
@@ -227,7 +227,7 @@ def other_treebank_teacher(args: argparse.Namespace, record: Callable[[dict], No
                   ("--data.treebank", treebanks[0] if len(treebanks) == 1 else json.dumps(treebanks), *teacher_args),
                   data="own")
     output = Path(args.output)
-    trained = finished(output / stage.name / "seed1") is None  # parser.pipeline's folder of the run
+    trained = finished(run_folder(output, stage.name, 1)) is None
     pipeline = Pipeline([stage], stage.name)
     run_pipeline(pipeline, args.treebank, output, str(args.root), say=lambda line: print(line, flush=True))
     run = pipeline.results[stage.name][0]

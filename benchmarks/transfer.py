@@ -30,9 +30,9 @@ from benchmarks.common import (LOW_RESOURCE, NEW_LANGUAGE, ROOT, SMALL_TREEBANKS
                                provenance, read_rows, whole_file_run)
 from benchmarks.recorded import languages
 from parser import pipeline
+from parser.pipeline import run_folder, stage_runs
 from parser.cli import run_reporting_errors
 from parser.data.datamodule import DependencyDataModule
-from parser.runs import FINISHED, finished
 from parser.training.callbacks import MONITOR
 
 RESULTS = TRANSFER
@@ -59,8 +59,8 @@ def record(treebank: str, output: Path, results: Path, zero_shot: Path | None, r
     test_file = DependencyDataModule(treebank, root=root).path("test")
     known = {(r["treebank"], r["run"]) for r in read_rows(results)}
     rows = []
-    runs = [(f.parent.parent.name, f.parent) for f in sorted(output.glob(f"*/seed*/{FINISHED}"))]
-    for stage, folder in ([("zero-shot", None)] if zero_shot else []) + runs:
+    runs = [(stage, seed, run_folder(output, stage, seed), run) for stage, seed, run in stage_runs(output)]
+    for stage, seed, folder, run in ([("zero-shot", None, None, None)] if zero_shot else []) + runs:
         key = relative(zero_shot) if folder is None else relative(folder)
         if (treebank, key) in known:
             continue
@@ -70,9 +70,8 @@ def record(treebank: str, output: Path, results: Path, zero_shot: Path | None, r
                 ["-m", "benchmarks.transfer", "record", "--treebank", treebank, "--output", relative(output),
                  "--zero-shot", key])}
         else:
-            run = finished(folder)
             checkpoint, usage = run.best, run.usage()
-            row = {"stage": stage, "seed": int(folder.name.removeprefix("seed")), "run": key,
+            row = {"stage": stage, "seed": seed, "run": key,
                    "dev_las": round(run.dev().get(MONITOR, float("nan")), 2),
                    "cpu_minutes": round(usage.get("cpu_seconds", float("nan")) / 60, 1),
                    "peak_rss_mib": round(usage.get("peak_rss_bytes", float("nan")) / 2**20),

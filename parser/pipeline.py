@@ -59,7 +59,8 @@ from objectives.conventions import ConfigurationError
 
 from parser.cli import run_reporting_errors
 from parser.data.datamodule import DependencyDataModule
-from parser.runs import CONFIGS, Run, RunFailed, config_path, fit, fit_command, mean_dev_las, shell_line
+from parser.runs import (CONFIGS, FINISHED, Run, RunFailed, config_path, finished, fit, fit_command, mean_dev_las,
+                         shell_line)
 from parser.training.checkpoint import check_checkpoint_path
 from parser.training.callbacks import MONITOR
 
@@ -115,6 +116,17 @@ class Pipeline:
                 needed.add(name)
                 waiting += by_name[name].earlier()
         return needed
+
+
+def run_folder(output: Path, stage: str, seed: int) -> Path:
+    """The folder of a stage's run of one seed: ``OUTPUT/<stage>/seed<S>``."""
+    return output / stage / f"seed{seed}"
+
+
+def stage_runs(output: Path) -> list[tuple[str, int, Run]]:
+    """Every finished run in a pipeline's ``output``, as (stage, seed, run), by stage and seed."""
+    return [(marker.parents[1].name, int(marker.parent.name.removeprefix("seed")), finished(marker.parent))
+            for marker in sorted(output.glob(f"*/seed*/{FINISHED}"))]
 
 
 def pipeline_path(name: str | Path) -> Path:
@@ -246,7 +258,7 @@ def run(pipeline: Pipeline, treebank: str, output: Path, root: str | None = None
             continue
         results[stage.name] = []
         for seed in stage.seeds:
-            folder = output / stage.name / f"seed{seed}"
+            folder = run_folder(output, stage.name, seed)
             overrides = [*stage_overrides(stage, seed, treebank, root, checkpoints),
                          *(["--statistics", statistics] if statistics else [])]
             configs = [config_path(name) for name in stage.configs()]
