@@ -41,7 +41,7 @@ from torch import Tensor
 from benchmarks.common import add_root_option, machine, markdown_table, provenance, setup
 from objectives.mtt import marginals
 from parser.data.batch import collate
-from parser.data.datamodule import DependencyDataModule
+from parser.data.datamodule import treebank_file
 from parser.data.sentences import Sentence, read_conllu
 from parser.model import Parser
 from parser.training.teacher import Teacher
@@ -144,8 +144,7 @@ def main() -> None:
     temperatures = sorted(set(args.temperatures) | {1.0})
     rows = []
     for name, checkpoint, treebank in args.run:
-        data = DependencyDataModule(treebank=treebank, root=args.root)
-        text = read_conllu(data.path("train" if args.split == "unlabeled" else args.split))
+        text = read_conllu(treebank_file(treebank, "train" if args.split == "unlabeled" else args.split, args.root))
         text = sample(text[args.labeled:] if args.split == "unlabeled" else text, args.sentences)
         parsers = [Parser.load(path) for path in checkpoint.split(",")]
         row = report(head_marginals(parsers, text, temperatures), args.bins)

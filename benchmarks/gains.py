@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from benchmarks.common import add_root_option, markdown_table, provenance
 from parser.cli import run_reporting_errors
-from parser.data.datamodule import DependencyDataModule
+from parser.data.datamodule import treebank_file
 from parser.data.sentences import Sentence, read_conllu
 from parser.evaluate import aligned, labeled_attachments
 
@@ -116,9 +116,8 @@ def main(argv: list[str] | None = None) -> None:
     cli.add_argument("--results", help="a JSON-lines file to append each run's row to")
     args = cli.parse_args(argv)
     recorded = provenance(["-m", "benchmarks.gains", *(sys.argv[1:] if argv is None else argv)])
-    data = DependencyDataModule(treebank=args.treebank, root=args.root)
-    gold = data.path("test")
-    groups = word_groups(read_conllu(data.path("train")), args.labeled, read_conllu(gold))
+    gold = treebank_file(args.treebank, "test", args.root)
+    groups = word_groups(read_conllu(treebank_file(args.treebank, "train", args.root)), args.labeled, read_conllu(gold))
     baseline = attachments(gold, args.baseline.split(","))
     reference = attachments(gold, [args.reference]) if args.reference else None
     for name, predictions in args.run:

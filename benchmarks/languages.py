@@ -21,7 +21,7 @@ from pathlib import Path
 from transformers import AutoTokenizer
 
 from benchmarks.common import add_root_option, markdown_table
-from parser.data.datamodule import DependencyDataModule
+from parser.data.datamodule import treebank_file
 from parser.evaluate import nonprojective_arcs
 from parser.network.pretrained import resolve_model_path
 from parser.data.sentences import read_conllu
@@ -35,9 +35,8 @@ def encoder_of(treebank: str) -> str:
 
 
 def row(treebank: str, root: Path, labeled: int) -> list[str]:
-    data = DependencyDataModule(treebank, root=str(root))
-    train = data.path("train")
-    train_sentences, test_sentences = read_conllu(train), read_conllu(data.path("test"))
+    train = treebank_file(treebank, "train", root)
+    train_sentences, test_sentences = read_conllu(train), read_conllu(treebank_file(treebank, "test", root))
     rest = train_sentences[labeled:]
     labeled_types = {w.lower() for s in train_sentences[:labeled] for w in s.words}
     train_types = {w.lower() for s in train_sentences for w in s.words}

@@ -37,7 +37,7 @@ import yaml
 
 from benchmarks.common import add_root_option, folder_name, read_rows
 from benchmarks.recorded import ALL, DEFAULT_TREEBANK, Cells, baseline, ceiling, grid_cells
-from parser.data.datamodule import DependencyDataModule
+from parser.data.datamodule import DependencyDataModule, treebank_file
 from parser.data.partial import write_partial_train
 from parser.drawing import new_figure, save
 from parser.evaluate import score_checkpoint
@@ -181,7 +181,7 @@ def train_cell(objective: str, size: int | str, seed: int, args: argparse.Namesp
     partial_train, arcs = None, {}
     if getattr(args, "partial_arcs", None) is not None:
         partial_train = run_folder(Path(args.output) / args.treebank, stage_name(objective, size, args), seed) / "train.partial.conllu"
-        source = DependencyDataModule(treebank=args.treebank, root=args.root).path("train")
+        source = treebank_file(args.treebank, "train", args.root)
         arcs = {"partial_arcs": args.partial_arcs,
                 "extra_arcs": write_partial_train(source, size, args.partial_arcs, seed, partial_train)}
     stage = cell_stage(objective, size, [seed], args, teacher_checkpoint=teacher, partial_train=partial_train)
@@ -191,7 +191,7 @@ def train_cell(objective: str, size: int | str, seed: int, args: argparse.Namesp
 def test_scores(run: Run, args: argparse.Namespace) -> dict[str, float]:
     """Parse ``--treebank``'s test file with the run's best checkpoint (beside it, in its
     folder) and score it: UAS, LAS, CLAS, and UPOS when the run trained a tagger."""
-    test = DependencyDataModule(treebank=args.treebank, root=args.root).path("test")
+    test = treebank_file(args.treebank, "test", args.root)
     scores = score_checkpoint(run.best, test, run.directory.parents[1] / "test.pred.conllu",
                               overwrite_upos=trains_tagger(run.config()["model"]))  # a tagger's UPOS is scored too
     return {k: round(v, 2) for k, v in scores.items()}

@@ -163,9 +163,9 @@ def write_first(source: Path, count: int | None, target: Path) -> list:
 
 
 def treebank_file(split: str, treebank: str = TREEBANK) -> Path:
-    from parser.data.datamodule import DependencyDataModule
+    from parser.data.datamodule import treebank_file
 
-    return DependencyDataModule(treebank=treebank).path(split)
+    return treebank_file(treebank, split)
 
 
 def size_arg(text: str) -> int | None:

@@ -29,7 +29,7 @@ import yaml
 
 from benchmarks.common import UDPIPE2, add_root_option, folder_name, portable, read_rows
 from parser.crossing_margin import best, sweep
-from parser.data.datamodule import DependencyDataModule
+from parser.data.datamodule import treebank_file
 from parser.evaluate import crossings, score_checkpoint
 from parser.model import Parser
 from parser.network import EncoderOptions
@@ -74,8 +74,8 @@ def decoder_flags(decoder: str, margin: float) -> str:
 
 def score_run(args: argparse.Namespace, ablation: str, variant: str, trained: dict) -> list[dict]:
     """The run's rows, one per decoder: dev and test scores and crossing diagnostics."""
-    best_ckpt, files = trained["best"], DependencyDataModule(treebank=args.treebank, root=args.root)
-    gold = {split: files.path(split) for split in ("dev", "test")}
+    best_ckpt = trained["best"]
+    gold = {split: treebank_file(args.treebank, split, args.root) for split in ("dev", "test")}
     margin = best(sweep(Parser.load(best_ckpt), read_conllu(gold["dev"]))).margin
     tagged = trains_tagger(trained["config"]["model"])
     rows = []

@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 
 from benchmarks.common import add_root_option
-from parser.data.datamodule import DependencyDataModule
+from parser.data.datamodule import treebank_file
 from parser.data.sentences import read_conllu
 from parser.network import EncoderOptions, Heads
 from parser.network.network import Network
@@ -55,7 +55,7 @@ def main() -> None:
     cli.add_argument("--epochs", type=int, default=3)
     cli.add_argument("--batch-tokens", type=int, default=500)
     args = cli.parse_args()
-    files = DependencyDataModule(treebank=args.treebank, root=args.root).paths("train")
+    files = [treebank_file(args.treebank, "train", args.root)]
     sentences = [list(s.words) for s in read_conllu(files[0])][100 : 100 + args.sentences]
     labels = sorted({label for s in read_conllu(files[0]) for label in s.deprels})
     options = EncoderOptions(pooling="mean", layer_mix=True, dropout=0.1, freeze="embeddings")

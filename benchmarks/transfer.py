@@ -32,7 +32,7 @@ from benchmarks.recorded import languages
 from parser import pipeline
 from parser.pipeline import run_folder, stage_runs
 from parser.cli import run_reporting_errors
-from parser.data.datamodule import DependencyDataModule
+from parser.data.datamodule import treebank_file
 from parser.training.callbacks import MONITOR
 
 RESULTS = TRANSFER
@@ -56,7 +56,7 @@ def relative(path: Path | str) -> str:
 
 def record(treebank: str, output: Path, results: Path, zero_shot: Path | None, root: str | None) -> list[dict]:
     """Rows of every finished run under ``output`` not yet in ``results``."""
-    test_file = DependencyDataModule(treebank, root=root).path("test")
+    test_file = treebank_file(treebank, "test", root)
     known = {(r["treebank"], r["run"]) for r in read_rows(results)}
     rows = []
     runs = [(stage, seed, run_folder(output, stage, seed), run) for stage, seed, run in stage_runs(output)]

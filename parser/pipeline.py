@@ -58,7 +58,7 @@ import yaml
 from objectives.conventions import ConfigurationError
 
 from parser.cli import run_reporting_errors
-from parser.data.datamodule import DependencyDataModule
+from parser.data.datamodule import treebank_file
 from parser.runs import (CONFIGS, FINISHED, Run, RunFailed, config_path, finished, fit, fit_command, mean_dev_las,
                          shell_line)
 from parser.training.checkpoint import check_checkpoint_path
@@ -408,8 +408,7 @@ def main(argv: list[str] | None = None) -> None:
         pipeline = read_pipeline(args.pipeline, args.until, args.seed)
         if malformed := [g for g in args.given if "=" not in g]:
             raise ConfigurationError(f"--given takes STAGE=CHECKPOINT, not {malformed[0]}")
-        data = DependencyDataModule(args.treebank, root=args.root)
-        data.paths("train")  # a missing treebank fails here, before anything trains
+        treebank_file(args.treebank, "train", args.root)  # a missing treebank fails here, before anything trains
         given = dict(g.split("=", 1) for g in args.given)
         if args.dry_run:
             run(pipeline, args.treebank, args.output, args.root, dry_run=True, given=given, statistics=args.statistics,
@@ -427,7 +426,7 @@ def main(argv: list[str] | None = None) -> None:
             final = best_run(pipeline.results[pipeline.final])
             saved = Parser.load(final.best).save(args.output / "parser")
             if args.test:
-                test_file, scratch = data.path("test"), args.output / "test"
+                test_file, scratch = treebank_file(args.treebank, "test", args.root), args.output / "test"
                 write_rows(args.output, [row if "test" in row else {**row, "test": test_scores(
                     row["checkpoint"], test_file, scratch / f"{row['stage']}-{run_label(row)}.conllu")}
                     for row in read_rows(args.output)])

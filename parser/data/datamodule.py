@@ -51,6 +51,22 @@ def _collate_indexed(items: Sequence[tuple[int, Sentence]], upos_vocab: Vocab,
     return collate(sentences, upos_vocab, label_vocab, index, tokenize=tokenize)
 
 
+def treebank_file(treebank: str, split: str, root: str | os.PathLike | None = None) -> Path:
+    """A UD treebank's file of a split, ``ROOT/<treebank>/*-ud-<split>.conllu`` (``root``: default
+    ``$UD_DIR``, else ``data/ud``); FileNotFoundError says how to get it when there is none."""
+    root = Path(root) if root is not None else default_root()
+    pattern = root / treebank / f"*-ud-{split}.conllu"
+    found = sorted(glob.glob(str(pattern)))
+    if not found:
+        raise FileNotFoundError(
+            f"no {split} file: looked for {pattern}; download the treebank with"
+            f" `python -m parser.fetch {treebank} --root {root}`"
+            f" or pass --data.{split} PATH")
+    if len(found) > 1:
+        raise FileNotFoundError(f"several {split} files match {pattern}: {found}")
+    return Path(found[0])
+
+
 def expand_files(patterns: str | Sequence[str]) -> list[str]:
     """Files named by a path, a glob or a list of both (each glob's matches sorted);
     FileNotFoundError for a missing file or a glob matching none."""
@@ -237,16 +253,7 @@ class DependencyDataModule(LightningDataModule):
         return list(dict.fromkeys(path.parent.name for path in self.paths(split)))
 
     def _treebank_file(self, treebank: str, split: str) -> Path:
-        pattern = self.root / treebank / f"*-ud-{split}.conllu"
-        found = sorted(glob.glob(str(pattern)))
-        if not found:
-            raise FileNotFoundError(
-                f"no {split} file: looked for {pattern}; download the treebank with"
-                f" `python -m parser.fetch {treebank} --root {self.root}`"
-                f" or pass --data.{split} PATH")
-        if len(found) > 1:
-            raise FileNotFoundError(f"several {split} files match {pattern}: {found}")
-        return Path(found[0])
+        return treebank_file(treebank, split, self.root)
 
     def _read(self, split: Literal["train", "dev", "test"], **options) -> list[Sentence]:
         return [sentence for path in self.paths(split) for sentence in read_conllu(path, **options)]
