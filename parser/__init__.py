@@ -2,7 +2,8 @@
 
 ``data/`` (files -> batches), ``network/`` (batches -> scores), ``training/`` (terms,
 teacher, callbacks, checkpoints, metrics), ``decoding/`` (scores -> trees), ``model.py``
-(the LightningModule that joins them) and the commands run as ``python -m parser.NAME``:
-``predict``, ``evaluate``, ``crossing_margin``, ``show``, ``plot``, ``adapt``, ``fetch``
-(``cli.py`` and ``drawing.py`` serve them).
+(the LightningModule that joins them) and the commands (``treeexp NAME``, :mod:`parser.main`):
+``predict``, ``evaluate``, ``crossing_margin``, ``show``, ``plot``, ``adapt``, ``fetch``,
+``statistics``, ``nearness``, ``pipeline`` (``runs.py``: one run), ``data/partial.py`` and
+``data/tokenizer.py`` (``cli.py`` and ``drawing.py`` serve them).
 """
