@@ -59,7 +59,7 @@ from objectives.conventions import ConfigurationError
 
 from parser.cli import run_reporting_errors
 from parser.data.datamodule import DependencyDataModule
-from parser.runs import CONFIGS, Run, RunFailed, config_path, fit, fit_command, mean_dev_las, shell_line
+from parser.runs import CONFIGS, Run, config_path, fit, fit_command, mean_dev_las, shell_line
 from parser.training.checkpoint import check_checkpoint_path
 from parser.training.callbacks import MONITOR
 
@@ -381,12 +381,8 @@ def main(argv: list[str] | None = None) -> None:
                 also=args.also)
             return
         with owning(args.output):
-            try:
-                run(pipeline, args.treebank, args.output, args.root, given=given, statistics=args.statistics,
-                    also=args.also)
-            except RunFailed as error:
-                print(f"error: {error}", file=sys.stderr)
-                raise SystemExit(1) from None
+            run(pipeline, args.treebank, args.output, args.root, given=given, statistics=args.statistics,
+                also=args.also)
             from parser.model import Parser
 
             final = best_run(pipeline.results[pipeline.final])
