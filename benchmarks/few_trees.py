@@ -13,10 +13,15 @@ Recipes (each the product's own configs, run by :func:`parser.runs.fit` in
   (``configs/facts/<language>.yaml``, written from WALS, never from the treebank);
 - ``ge_oracle`` (0 trees): the same toward the whole training file's statistics (``treeexp
   statistics count``: an oracle no user has, reported as such);
-- ``self_training`` (0 trees): the same without GE, the KL to the base alone on the raw text
-  (the control: what GE adds over training on the text at all);
-- ``finetuned`` (K trees): ``configs/transfer.yaml`` on the first K trees, selected on the
-  first K dev trees (the protocol of Effland & Collins 2023: no more dev than labeled trees).
+- ``self_training``: the same without GE, the KL to the base alone on the raw text (the
+  control: what GE adds over training on the text at all); with K trees,
+  ``configs/few_trees.yaml`` without GE (the K trees' likelihood beside that KL);
+- ``finetuned`` (K trees): ``configs/transfer.yaml`` on the first K trees;
+- ``ge_counts`` (K trees): ``configs/few_trees.yaml`` with GE toward the statistics counted on
+  the first K trees (``treeexp statistics count --trees K``, bootstrap tolerances).
+
+With K trees every run is selected on the first K dev trees (the protocol of Effland &
+Collins 2023: no more dev than labeled trees).
 
 A row: treebank, trees, recipe, seed, test UAS/LAS (CoNLL 2018 definitions), the selection
 step, CPU minutes and peak RSS of the training, and the commit and command that trained it.
@@ -39,9 +44,13 @@ from parser.runs import Run, config_path, fit
 
 RESULTS = ROOT / "docs" / "results" / "few_trees.jsonl"
 RUNS = ROOT / "runs" / "few"
-RECIPES = ("zero_shot", "self_training", "ge_facts", "ge_oracle", "finetuned")
-KL_ONLY = "[{objective: {class_path: objectives.Distillation, init_args: {labeled: true}}, data: unlabeled}]"
+RECIPES = ("zero_shot", "finetuned", "self_training", "ge_facts", "ge_counts", "ge_oracle")
+NO_TREE = ("ge_facts", "ge_oracle")  # recipes for no tree
+SOME_TREES = ("finetuned", "ge_counts")  # recipes for K > 0 trees
+KL = "{objective: {class_path: objectives.Distillation, init_args: {labeled: true}}, data: unlabeled}"
+TREES = "{objective: objectives.Likelihood}, {objective: objectives.TagLikelihood}"
 NO_TREEBANK = "configs/no_treebank.yaml"
+FEW_TREES = "configs/few_trees.yaml"
 FINETUNED = "configs/transfer.yaml"
 
 
@@ -50,14 +59,16 @@ def language(treebank: str) -> str:
     return treebank.removeprefix("UD_").split("-")[0].lower()
 
 
-def oracle_statistics(treebank: str, root: str | None, folder: Path) -> Path:
-    """The whole training file's statistics (written once)."""
+def counted_statistics(treebank: str, trees: int, root: str | None, folder: Path) -> Path:
+    """The statistics of the training file's first ``trees`` trees (0: all of them, the
+    oracle), written once into ``folder``."""
     from parser import statistics as writer
 
-    path = folder / "oracle_statistics.yaml"
+    path = folder / ("oracle_statistics.yaml" if not trees else "statistics.yaml")
     if not path.is_file():
         train = DependencyDataModule(treebank, root=root).path("train")
-        writer.main(["count", str(train), "--resamples", "20", "--output", str(path)])
+        writer.main(["count", str(train), "--resamples", "20", *(["--trees", str(trees)] if trees else []),
+                     "--output", str(path)])
     return path
 
 
@@ -65,23 +76,24 @@ def train(treebank: str, trees: int, recipe: str, seed: int, base: Path, root: s
     """Train one recipe's parser (reused when it finished before)."""
     data = ["--data.treebank", treebank, "--seed_everything", str(seed), "--data.seed", str(seed),
             *(["--data.root", root] if root else [])]
+    sample = ["--data.labeled_size", str(trees), "--data.dev_size", str(trees)] if trees else []
     if recipe == "finetuned":
-        return fit(config_path(FINETUNED), [*data, "--data.labeled_size", str(trees), "--data.dev_size", str(trees),
-                                            "--model.init", str(base)], folder)
-    start = [*data, "--model.init", str(base), "--model.teacher", str(base)]
+        return fit(config_path(FINETUNED), [*data, *sample, "--model.init", str(base)], folder)
+    config = config_path(FEW_TREES if trees else NO_TREEBANK)
+    start = [*data, *sample, "--model.init", str(base), "--model.teacher", str(base)]
     if recipe == "self_training":
-        return fit(config_path(NO_TREEBANK), [*start, "--model.terms", KL_ONLY], folder)
+        return fit(config, [*start, "--model.terms", f"[{TREES + ', ' if trees else ''}{KL}]"], folder)
     constraints = (str(config_path(f"configs/facts/{language(treebank)}.yaml")) if recipe == "ge_facts"
-                   else str(oracle_statistics(treebank, root, folder.parent)))
-    return fit(config_path(NO_TREEBANK), [*start, "--statistics", constraints], folder)
+                   else str(counted_statistics(treebank, trees, root, folder.parent)))
+    return fit(config, [*start, "--statistics", constraints], folder)
 
 
 def run(treebank: str, trees: int, recipe: str, seed: int, base: Path, root: str | None, results: Path,
         arguments: list[str]) -> dict:
     """One row: the recipe's parser (the base for ``zero_shot``, the row's command then this
     module's ``arguments``) scored on the target's test file."""
-    if recipe in ("ge_facts", "ge_oracle", "self_training") and trees or recipe == "finetuned" and not trees:
-        raise ValueError(f"{recipe} is a recipe for {'K > 0 trees' if recipe == 'finetuned' else 'no tree'}")
+    if recipe in NO_TREE and trees or recipe in SOME_TREES and not trees:
+        raise ValueError(f"{recipe} is a recipe for {'no tree' if recipe in NO_TREE else 'K > 0 trees'}")
     folder = RUNS / treebank / str(trees) / recipe / f"seed{seed}"
     row = {"treebank": treebank, "trees": trees, "recipe": recipe, "seed": seed}
     if recipe == "zero_shot":
@@ -89,7 +101,7 @@ def run(treebank: str, trees: int, recipe: str, seed: int, base: Path, root: str
         row.update(provenance(["-m", "benchmarks.few_trees", *arguments]))
     else:
         parser = train(treebank, trees, recipe, seed, base, root, folder)
-        checkpoint = parser.best if parser.best.is_file() else parser.last  # no tree: no dev, the last step
+        checkpoint = parser.best  # no tree: no dev, the last step
         usage = parser.usage()
         row.update({"step": parser.dev().get("step", parser.steps()),
                     "cpu_minutes": round(usage.get("cpu_seconds", float("nan")) / 60, 1),
