@@ -60,16 +60,15 @@ def language(treebank: str) -> str:
 
 
 def counted_statistics(treebank: str, trees: int, root: str | None, folder: Path) -> Path:
-    """The statistics of the training file's first ``trees`` trees (0: all of them, the
-    oracle), written once into ``folder``."""
-    from parser import statistics as writer
+    """The statistics of the training file's first ``trees`` trees as the few_trees pipeline
+    counts them, or of all of them (``trees`` 0: the oracle, 20 bootstrap resamplings of a
+    whole file), written once into ``folder``."""
+    from parser.statistics import count_once
 
-    path = folder / ("oracle_statistics.yaml" if not trees else "statistics.yaml")
-    if not path.is_file():
-        train = DependencyDataModule(treebank, root=root).path("train")
-        writer.main(["count", str(train), "--resamples", "20", *(["--trees", str(trees)] if trees else []),
-                     "--output", str(path)])
-    return path
+    train = DependencyDataModule(treebank, root=root).path("train")
+    if trees:
+        return count_once(train, trees, folder / "statistics.yaml")
+    return count_once(train, None, folder / "oracle_statistics.yaml", resamples=20)
 
 
 def train(treebank: str, trees: int, recipe: str, seed: int, base: Path, root: str | None, folder: Path) -> Run:
