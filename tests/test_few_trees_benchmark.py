@@ -1,6 +1,7 @@
 """benchmarks.few_trees: the recipes' overrides and the table of recorded rows."""
 
 import json
+from types import SimpleNamespace
 
 import pytest
 
@@ -39,13 +40,21 @@ def test_a_recipe_for_another_number_of_trees_is_refused(recipe, trees, tmp_path
 def test_each_recipe_trains_its_config_with_its_terms_and_trees(trees, recipe, terms, tiny_bert_dir, ud_dir,
                                                                 tmp_path, monkeypatch):
     """The command each recipe gives train.py builds the parser it names: its terms, K labeled
-    trees and K dev trees (none without trees), GE's statistics counted on the first K trees."""
+    trees and K dev trees (none without trees), GE's statistics counted on the first K trees;
+    with K trees every recipe but ``finetuned`` starts from the fine-tuned parser."""
     import train
 
     given = {}
-    monkeypatch.setattr(few_trees, "fit", lambda config, arguments, folder: given.update(config=config, arguments=arguments))
-    few_trees.train("UD_Wolof-WTB", trees, recipe, 1, tmp_path / "base.ckpt", str(ud_dir), tmp_path / "run")
+
+    def fit(config, arguments, folder):
+        given.update(config=config, arguments=arguments)
+        return SimpleNamespace(best=folder / "best.ckpt")
+
+    monkeypatch.setattr(few_trees, "fit", fit)
+    few_trees.train("UD_Wolof-WTB", trees, recipe, 1, tmp_path / "base.ckpt", str(ud_dir), tmp_path / "runs" / recipe / "seed1")
     arguments = list(given["arguments"])
+    start = arguments[arguments.index("--model.init") + 1]
+    assert start == str(tmp_path / ("runs/finetuned/seed1/best.ckpt" if trees and recipe != "finetuned" else "base.ckpt"))
     for option in ("--model.init", "--model.teacher"):  # the base checkpoint (not built here)
         while option in arguments:
             del arguments[arguments.index(option):arguments.index(option) + 2]
@@ -55,5 +64,5 @@ def test_each_recipe_trains_its_config_with_its_terms_and_trees(trees, recipe, t
     if recipe == "ge_counts":
         ge = cli.model.terms.terms[-1].objective
         assert ge.reduction == "mean" and ge.penalty == "l1" and len(ge.constraints) > 50
-        counted = (tmp_path / "statistics.yaml").read_text()
+        counted = (tmp_path / "runs" / recipe / "statistics.yaml").read_text()
         assert "--trees 20" in counted and ge.constraints[0].target is not None  # the first K trees' counts

@@ -165,8 +165,10 @@ def test_few_trees_labels_k_trees_chooses_on_k_dev_trees_and_counts_their_statis
     pipeline.main(["few_trees", "--treebank", "UD_Wolof-WTB", "--root", root, "--output", "out", "--trees", "20",
                    "--dry-run"])
     printed = capsys.readouterr().out
-    base, few = [shlex.split(line) for line in printed.splitlines() if "train.py" in line]
+    base, finetuned, few = [shlex.split(line) for line in printed.splitlines() if "train.py" in line]
     assert "--data.labeled_size" not in base and "--data.treebank" not in base
+    assert finetuned[finetuned.index("--data.labeled_size") + 1] == "20"
+    assert few[few.index("--model.init") + 1] == few[few.index("--model.teacher") + 1]  # the fine-tuned parser
     assert few[few.index("--data.labeled_size") + 1] == few[few.index("--data.dev_size") + 1] == "20"
     assert few[few.index("--statistics") + 1] == str(Path("out") / "statistics.yaml")
     assert "statistics count" in printed and "--trees 20" in printed and not (tmp_path / "out").exists()
