@@ -38,7 +38,6 @@ import sys
 from pathlib import Path
 
 from benchmarks.common import ROOT, portable, provenance, read_rows
-from benchmarks.headline import grouped_bars
 from parser import pipeline
 from parser.cli import run_reporting_errors
 from parser.data.datamodule import DependencyDataModule
@@ -119,14 +118,44 @@ def run(treebank: str, trees: int, recipe: str, seed: int, base: Path, root: str
     return row
 
 
-def figure(results: Path, output: Path, trees: int = 0) -> Path:
-    """Grouped bars per target at ``trees`` trees: test LAS of each recipe (seeds as dots)."""
-    rows = [r for r in read_rows(results) if r["trees"] == trees]
+def figure(results: Path, output: Path) -> Path:
+    """The learning curves: test LAS against trees (mean over seeds, each seed a dot), a line per
+    recipe, a panel per target; the zero-shot base a dashed line across."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = read_rows(results)
     treebanks = list(dict.fromkeys(r["treebank"] for r in rows))
-    recipes = [r for r in RECIPES if any(row["recipe"] == r for row in rows)]
-    series = [(recipe, f"C{i}", [[r["test_las"] for r in rows if (r["treebank"], r["recipe"]) == (t, recipe)] or None
-                                 for t in treebanks]) for i, recipe in enumerate(recipes)]
-    return grouped_bars([t.removeprefix("UD_") for t in treebanks], series, output)
+    columns = min(3, len(treebanks))
+    figure_, axes = plt.subplots((len(treebanks) + columns - 1) // columns, columns, squeeze=False,
+                                 figsize=(4 * columns, 3.2 * ((len(treebanks) + columns - 1) // columns)))
+    for axis, treebank in zip(axes.flat, treebanks):
+        mine = [r for r in rows if r["treebank"] == treebank]
+        for i, recipe in enumerate(RECIPES):
+            found = [r for r in mine if r["recipe"] == recipe]
+            if not found:
+                continue
+            if recipe == "zero_shot":
+                axis.axhline(statistics.mean(r["test_las"] for r in found), color="grey", ls="--", label=recipe)
+                continue
+            points = sorted({r["trees"] for r in found})
+            means = [statistics.mean(r["test_las"] for r in found if r["trees"] == k) for k in points]
+            axis.plot(points, means, marker="o", color=f"C{i}", label=recipe)
+            axis.scatter([r["trees"] for r in found], [r["test_las"] for r in found], color=f"C{i}", s=8, alpha=0.5)
+        axis.set_xticks(sorted({r["trees"] for r in rows}))
+        axis.set_title(treebank.removeprefix("UD_"))
+        axis.set_xlabel("trees")
+        axis.set_ylabel("test LAS")
+    for axis in list(axes.flat)[len(treebanks):]:
+        axis.set_visible(False)
+    axes.flat[0].legend(fontsize=7)
+    figure_.tight_layout()
+    output.parent.mkdir(parents=True, exist_ok=True)
+    figure_.savefig(output, dpi=110)
+    plt.close(figure_)
+    return output
 
 
 def report(results: Path) -> str:
@@ -161,7 +190,7 @@ def main(argv: list[str] | None = None) -> None:
     one.add_argument("--results", type=Path, default=RESULTS)
     table = commands.add_parser("report", help="the table of the recorded rows")
     table.add_argument("--results", type=Path, default=RESULTS)
-    table.add_argument("--plot", type=Path, help="also draw the rows of no tree as bars into this PNG")
+    table.add_argument("--plot", type=Path, help="also draw the learning curves into this PNG")
     argv = sys.argv[1:] if argv is None else argv
     args = parser.parse_args(argv)
     if args.command == "report":
