@@ -158,6 +158,7 @@ class ParserCLI(LightningCLI):
         check_encoder(config["model"]["encoder"])
         find_rules(config["model"]["terms"], config.get("statistics"))
         fold_legacy_teacher(config["model"])
+        validate_every_dev_tree(config)
         if config.get("precision_auto"):
             accelerator = str(config["trainer"].get("accelerator") or "auto")
             device = "cuda" if accelerator in ("gpu", "cuda") or (accelerator == "auto" and torch.cuda.is_available()) else "cpu"
@@ -207,6 +208,17 @@ class ParserCLI(LightningCLI):
         name = run_name(config.get("config") or [])
         version = _next_version(root / name)
         return [CSVLogger(root, name=name, version=version), TensorBoardLogger(root, name=name, version=version, default_hp_metric=False)]
+
+
+def validate_every_dev_tree(config: Namespace) -> None:
+    """``--data.dev_size K`` asks for K dev trees: each validation reads all of them (a share
+    ``--trainer.limit_val_batches`` < 1 of a config written for a whole dev file would read
+    a few, or none, and Lightning would refuse to start)."""
+    share = config["trainer"].get("limit_val_batches")
+    if config["data"].get("dev_size") and isinstance(share, float) and share < 1.0:
+        config["trainer"]["limit_val_batches"] = 1.0
+        rank_zero_info(f"--data.dev_size {config['data']['dev_size']}: every validation reads all of its trees "
+                       f"(--trainer.limit_val_batches 1.0, not {share})")
 
 
 def fold_legacy_teacher(model: Namespace) -> None:

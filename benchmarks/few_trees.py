@@ -13,10 +13,17 @@ Recipes (each the product's own configs, run by :func:`parser.runs.fit` in
   (``configs/facts/<language>.yaml``, written from WALS, never from the treebank);
 - ``ge_oracle`` (0 trees): the same toward the whole training file's statistics (``treeexp
   statistics count``: an oracle no user has, reported as such);
-- ``self_training`` (0 trees): the same without GE, the KL to the base alone on the raw text
-  (the control: what GE adds over training on the text at all);
-- ``finetuned`` (K trees): ``configs/transfer.yaml`` on the first K trees, selected on the
-  first K dev trees (the protocol of Effland & Collins 2023: no more dev than labeled trees).
+- ``self_training``: the same without GE, the KL to the base alone on the raw text (the
+  control: what GE adds over training on the text at all); with K trees,
+  ``configs/few_trees.yaml`` without GE after ``finetuned`` (the K trees' likelihood beside a
+  KL to the fine-tuned parser, which starts it);
+- ``finetuned`` (K trees): ``configs/transfer.yaml`` on the first K trees, from the base;
+- ``ge_counts`` (K trees): ``configs/few_trees.yaml`` after ``finetuned`` with GE toward the
+  statistics counted on the first K trees (``treeexp statistics count --trees K``, bootstrap
+  tolerances): the few_trees pipeline.
+
+With K trees every run is selected on the first K dev trees (the protocol of Effland &
+Collins 2023: no more dev than labeled trees).
 
 A row: treebank, trees, recipe, seed, test UAS/LAS (CoNLL 2018 definitions), the selection
 step, CPU minutes and peak RSS of the training, and the commit and command that trained it.
@@ -31,7 +38,6 @@ import sys
 from pathlib import Path
 
 from benchmarks.common import ROOT, portable, provenance, read_rows
-from benchmarks.headline import grouped_bars
 from parser import pipeline
 from parser.cli import run_reporting_errors
 from parser.data.datamodule import DependencyDataModule
@@ -39,9 +45,13 @@ from parser.runs import Run, config_path, fit
 
 RESULTS = ROOT / "docs" / "results" / "few_trees.jsonl"
 RUNS = ROOT / "runs" / "few"
-RECIPES = ("zero_shot", "self_training", "ge_facts", "ge_oracle", "finetuned")
-KL_ONLY = "[{objective: {class_path: objectives.Distillation, init_args: {labeled: true}}, data: unlabeled}]"
+RECIPES = ("zero_shot", "finetuned", "self_training", "ge_facts", "ge_counts", "ge_oracle")
+NO_TREE = ("ge_facts", "ge_oracle")  # recipes for no tree
+SOME_TREES = ("finetuned", "ge_counts")  # recipes for K > 0 trees
+KL = "{objective: {class_path: objectives.Distillation, init_args: {labeled: true}}, data: unlabeled}"
+TREES = "{objective: objectives.Likelihood}, {objective: objectives.TagLikelihood}"
 NO_TREEBANK = "configs/no_treebank.yaml"
+FEW_TREES = "configs/few_trees.yaml"
 FINETUNED = "configs/transfer.yaml"
 
 
@@ -50,38 +60,42 @@ def language(treebank: str) -> str:
     return treebank.removeprefix("UD_").split("-")[0].lower()
 
 
-def oracle_statistics(treebank: str, root: str | None, folder: Path) -> Path:
-    """The whole training file's statistics (written once)."""
-    from parser import statistics as writer
+def counted_statistics(treebank: str, trees: int, root: str | None, folder: Path) -> Path:
+    """The statistics of the training file's first ``trees`` trees as the few_trees pipeline
+    counts them, or of all of them (``trees`` 0: the oracle, 20 bootstrap resamplings of a
+    whole file), written once into ``folder``."""
+    from parser.statistics import count_once
 
-    path = folder / "oracle_statistics.yaml"
-    if not path.is_file():
-        train = DependencyDataModule(treebank, root=root).path("train")
-        writer.main(["count", str(train), "--resamples", "20", "--output", str(path)])
-    return path
+    train = DependencyDataModule(treebank, root=root).path("train")
+    if trees:
+        return count_once(train, trees, folder / "statistics.yaml")
+    return count_once(train, None, folder / "oracle_statistics.yaml", resamples=20)
 
 
 def train(treebank: str, trees: int, recipe: str, seed: int, base: Path, root: str | None, folder: Path) -> Run:
     """Train one recipe's parser (reused when it finished before)."""
     data = ["--data.treebank", treebank, "--seed_everything", str(seed), "--data.seed", str(seed),
             *(["--data.root", root] if root else [])]
+    sample = ["--data.labeled_size", str(trees), "--data.dev_size", str(trees)] if trees else []
     if recipe == "finetuned":
-        return fit(config_path(FINETUNED), [*data, "--data.labeled_size", str(trees), "--data.dev_size", str(trees),
-                                            "--model.init", str(base)], folder)
-    start = [*data, "--model.init", str(base), "--model.teacher", str(base)]
+        return fit(config_path(FINETUNED), [*data, *sample, "--model.init", str(base)], folder)
+    config = config_path(FEW_TREES if trees else NO_TREEBANK)
+    if trees:  # the fine-tuned parser starts and teaches (the few_trees pipeline's order)
+        base = train(treebank, trees, "finetuned", seed, base, root, folder.parent.parent / "finetuned" / folder.name).best
+    start = [*data, *sample, "--model.init", str(base), "--model.teacher", str(base)]
     if recipe == "self_training":
-        return fit(config_path(NO_TREEBANK), [*start, "--model.terms", KL_ONLY], folder)
+        return fit(config, [*start, "--model.terms", f"[{TREES + ', ' if trees else ''}{KL}]"], folder)
     constraints = (str(config_path(f"configs/facts/{language(treebank)}.yaml")) if recipe == "ge_facts"
-                   else str(oracle_statistics(treebank, root, folder.parent)))
-    return fit(config_path(NO_TREEBANK), [*start, "--statistics", constraints], folder)
+                   else str(counted_statistics(treebank, trees, root, folder.parent)))
+    return fit(config, [*start, "--statistics", constraints], folder)
 
 
 def run(treebank: str, trees: int, recipe: str, seed: int, base: Path, root: str | None, results: Path,
         arguments: list[str]) -> dict:
     """One row: the recipe's parser (the base for ``zero_shot``, the row's command then this
     module's ``arguments``) scored on the target's test file."""
-    if recipe in ("ge_facts", "ge_oracle", "self_training") and trees or recipe == "finetuned" and not trees:
-        raise ValueError(f"{recipe} is a recipe for {'K > 0 trees' if recipe == 'finetuned' else 'no tree'}")
+    if recipe in NO_TREE and trees or recipe in SOME_TREES and not trees:
+        raise ValueError(f"{recipe} is a recipe for {'no tree' if recipe in NO_TREE else 'K > 0 trees'}")
     folder = RUNS / treebank / str(trees) / recipe / f"seed{seed}"
     row = {"treebank": treebank, "trees": trees, "recipe": recipe, "seed": seed}
     if recipe == "zero_shot":
@@ -89,7 +103,7 @@ def run(treebank: str, trees: int, recipe: str, seed: int, base: Path, root: str
         row.update(provenance(["-m", "benchmarks.few_trees", *arguments]))
     else:
         parser = train(treebank, trees, recipe, seed, base, root, folder)
-        checkpoint = parser.best if parser.best.is_file() else parser.last  # no tree: no dev, the last step
+        checkpoint = parser.best  # no tree: no dev, the last step
         usage = parser.usage()
         row.update({"step": parser.dev().get("step", parser.steps()),
                     "cpu_minutes": round(usage.get("cpu_seconds", float("nan")) / 60, 1),
@@ -104,14 +118,44 @@ def run(treebank: str, trees: int, recipe: str, seed: int, base: Path, root: str
     return row
 
 
-def figure(results: Path, output: Path, trees: int = 0) -> Path:
-    """Grouped bars per target at ``trees`` trees: test LAS of each recipe (seeds as dots)."""
-    rows = [r for r in read_rows(results) if r["trees"] == trees]
+def figure(results: Path, output: Path) -> Path:
+    """The learning curves: test LAS against trees (mean over seeds, each seed a dot), a line per
+    recipe, a panel per target; the zero-shot base a dashed line across."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = read_rows(results)
     treebanks = list(dict.fromkeys(r["treebank"] for r in rows))
-    recipes = [r for r in RECIPES if any(row["recipe"] == r for row in rows)]
-    series = [(recipe, f"C{i}", [[r["test_las"] for r in rows if (r["treebank"], r["recipe"]) == (t, recipe)] or None
-                                 for t in treebanks]) for i, recipe in enumerate(recipes)]
-    return grouped_bars([t.removeprefix("UD_") for t in treebanks], series, output)
+    columns = min(3, len(treebanks))
+    figure_, axes = plt.subplots((len(treebanks) + columns - 1) // columns, columns, squeeze=False,
+                                 figsize=(4 * columns, 3.2 * ((len(treebanks) + columns - 1) // columns)))
+    for axis, treebank in zip(axes.flat, treebanks):
+        mine = [r for r in rows if r["treebank"] == treebank]
+        for i, recipe in enumerate(RECIPES):
+            found = [r for r in mine if r["recipe"] == recipe]
+            if not found:
+                continue
+            if recipe == "zero_shot":
+                axis.axhline(statistics.mean(r["test_las"] for r in found), color="grey", ls="--", label=recipe)
+                continue
+            points = sorted({r["trees"] for r in found})
+            means = [statistics.mean(r["test_las"] for r in found if r["trees"] == k) for k in points]
+            axis.plot(points, means, marker="o", color=f"C{i}", label=recipe)
+            axis.scatter([r["trees"] for r in found], [r["test_las"] for r in found], color=f"C{i}", s=8, alpha=0.5)
+        axis.set_xticks(sorted({r["trees"] for r in rows}))
+        axis.set_title(treebank.removeprefix("UD_"))
+        axis.set_xlabel("trees")
+        axis.set_ylabel("test LAS")
+    for axis in list(axes.flat)[len(treebanks):]:
+        axis.set_visible(False)
+    axes.flat[0].legend(fontsize=7)
+    figure_.tight_layout()
+    output.parent.mkdir(parents=True, exist_ok=True)
+    figure_.savefig(output, dpi=110)
+    plt.close(figure_)
+    return output
 
 
 def report(results: Path) -> str:
@@ -146,7 +190,7 @@ def main(argv: list[str] | None = None) -> None:
     one.add_argument("--results", type=Path, default=RESULTS)
     table = commands.add_parser("report", help="the table of the recorded rows")
     table.add_argument("--results", type=Path, default=RESULTS)
-    table.add_argument("--plot", type=Path, help="also draw the rows of no tree as bars into this PNG")
+    table.add_argument("--plot", type=Path, help="also draw the learning curves into this PNG")
     argv = sys.argv[1:] if argv is None else argv
     args = parser.parse_args(argv)
     if args.command == "report":

@@ -31,6 +31,13 @@ from parser.training.checkpoint import CheckpointError
 T = TypeVar("T")
 USER_ERRORS = (ConlluError, CheckpointError, ConfigurationError, MisconfigurationException, FileNotFoundError,
                IsADirectoryError, PermissionError, argparse.ArgumentError)
+
+
+class Failure(RuntimeError):
+    """A failure whose message says what failed and where to look (a child run's error line and
+    its log): reported as it is, in one line (exit 1)."""
+
+
 WORKER_TRACEBACK = "Original Traceback"  # torch raises a DataLoader worker's error again with its traceback as message
 
 
@@ -69,10 +76,11 @@ def _first_line(error: BaseException) -> str:
 
 
 def user_error(error: BaseException) -> BaseException | None:
-    """``error`` or the first error in its chain of causes that the user can fix or that
-    names the file the machine failed on (an option's value checked while the command line
+    """``error`` or the first error in its chain of causes that the user can fix, that names
+    the file the machine failed on or that says all (a :class:`Failure`) (an option's value checked while the command line
     builds an object comes wrapped in the parser's own error), else ``None``."""
-    while error is not None and not (isinstance(error, USER_ERRORS) or isinstance(error, OSError) and error.filename):
+    while error is not None and not (isinstance(error, (*USER_ERRORS, Failure))
+                                     or isinstance(error, OSError) and error.filename):
         error = error.__cause__ or error.__context__
     return error
 

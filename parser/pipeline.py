@@ -59,8 +59,7 @@ from objectives.conventions import ConfigurationError
 
 from parser.cli import run_reporting_errors
 from parser.data.datamodule import treebank_file
-from parser.runs import (CONFIGS, FINISHED, Run, RunFailed, config_path, finished, fit, fit_command, mean_dev_las,
-                         shell_line)
+from parser.runs import CONFIGS, FINISHED, Run, config_path, finished, fit, fit_command, mean_dev_las, shell_line
 from parser.training.checkpoint import check_checkpoint_path
 from parser.training.callbacks import MONITOR
 
@@ -199,6 +198,31 @@ def teacher_runs(value: str | dict, where: str) -> TeacherRuns:
     return TeacherRuns(str(value["stage"]), value.get("runs", "seed"))
 
 
+def reads_statistics(pipeline: Pipeline, stages: set[str]) -> bool:
+    """Whether a GE term of one of ``stages``' configs reads ``--statistics``."""
+    for stage in pipeline.stages:
+        for name in stage.configs() if stage.name in stages else ():
+            model = (yaml.safe_load(config_path(name).read_text(encoding="utf-8")) or {}).get("model") or {}
+            for term in model.get("terms") or []:
+                objective = term.get("objective") if isinstance(term, dict) else None
+                if isinstance(objective, dict) and (objective.get("init_args") or {}).get("constraints") == "statistics":
+                    return True
+    return False
+
+
+def counted_statistics(train: Path, trees: int, output: Path, dry_run: bool, say: Callable[[str], None]) -> str:
+    """``OUTPUT/statistics.yaml``: the statistics of ``train``'s first ``trees`` trees (``treeexp
+    statistics count``, their bootstrap tolerances), counted once; with ``dry_run`` only said."""
+    path = output / "statistics.yaml"
+    say(f"statistics of the first {trees} trees: treeexp statistics count {train} --trees {trees} --output {path}")
+    if not dry_run:
+        from parser.statistics import count_once
+
+        output.mkdir(parents=True, exist_ok=True)
+        count_once(train, trees, path)
+    return str(path)
+
+
 def stage_overrides(stage: Stage, seed: int, treebank: str, root: str | None,
                     checkpoints: Callable[[str, int | None], list[str]]) -> list[str]:
     """The overrides of one run of a stage after its first config: its other configs, the data, the
@@ -214,11 +238,12 @@ def stage_overrides(stage: Stage, seed: int, treebank: str, root: str | None,
 
 def run(pipeline: Pipeline, treebank: str, output: Path, root: str | None = None, dry_run: bool = False,
         given: dict[str, str] | None = None, say: Callable[[str], None] = print,
-        statistics: str | None = None, also: Sequence[str] = ()) -> dict[str, list[Run]]:
+        statistics: str | None = None, also: Sequence[str] = (), trees: int | None = None) -> dict[str, list[Run]]:
     """Run (or with ``dry_run`` print) in order every stage the final parser needs and those
     ``also`` named, but those ``given`` (stage -> checkpoint); the runs of each stage.
     ``statistics``: the language's statistics or facts file, passed to every training run
-    (``train.py --statistics``)."""
+    (``train.py --statistics``). ``trees``: the target's first K training trees are every
+    target stage's labeled trees (the rest its raw text) and its first K dev trees its dev set."""
     results = pipeline.results
     given = given or {}
     if unknown := sorted(set(given) - {s.name for s in pipeline.stages}):
@@ -260,7 +285,9 @@ def run(pipeline: Pipeline, treebank: str, output: Path, root: str | None = None
         for seed in stage.seeds:
             folder = run_folder(output, stage.name, seed)
             overrides = [*stage_overrides(stage, seed, treebank, root, checkpoints),
-                         *(["--statistics", statistics] if statistics else [])]
+                         *(["--statistics", statistics] if statistics else []),
+                         *(["--data.labeled_size", str(trees), "--data.dev_size", str(trees)]
+                           if trees is not None and stage.data == "target" else [])]
             configs = [config_path(name) for name in stage.configs()]
             if dry_run:
                 say(shell_line(fit_command(configs[0], overrides, folder)))
@@ -400,6 +427,10 @@ def main(argv: list[str] | None = None) -> None:
     cli.add_argument("--statistics", default=None, metavar="FILE",
                      help="the language's statistics or facts file, for the stages whose GE reads it "
                           "(configs/facts/; treeexp statistics)")
+    cli.add_argument("--trees", type=int, default=None, metavar="K",
+                     help="a few trees: the target's first K training trees are labeled (the rest raw text) and its "
+                          "first K dev trees choose (never more); GE without --statistics reads the K trees' "
+                          "statistics (counted into OUTPUT/statistics.yaml)")
     cli.add_argument("--dry-run", action="store_true", help="print the train.py commands, train nothing")
     cli.add_argument("--debug", action="store_true", help="show the full traceback of an error")
     args = cli.parse_args(argv)
@@ -408,19 +439,21 @@ def main(argv: list[str] | None = None) -> None:
         pipeline = read_pipeline(args.pipeline, args.until, args.seed)
         if malformed := [g for g in args.given if "=" not in g]:
             raise ConfigurationError(f"--given takes STAGE=CHECKPOINT, not {malformed[0]}")
-        treebank_file(args.treebank, "train", args.root)  # a missing treebank fails here, before anything trains
+        train = treebank_file(args.treebank, "train", args.root)  # a missing treebank fails here, before anything trains
         given = dict(g.split("=", 1) for g in args.given)
+        if args.trees is not None and args.trees < 1:
+            raise ConfigurationError(f"--trees takes K >= 1 trees, not {args.trees} (no tree: the no_treebank pipeline)")
+        counted = args.trees and not args.statistics and reads_statistics(pipeline, pipeline.needed(args.also))
+        options = {"given": given, "also": args.also, "trees": args.trees}
         if args.dry_run:
-            run(pipeline, args.treebank, args.output, args.root, dry_run=True, given=given, statistics=args.statistics,
-                also=args.also)
+            statistics = (counted_statistics(train, args.trees, args.output, True, print) if counted
+                          else args.statistics)
+            run(pipeline, args.treebank, args.output, args.root, dry_run=True, statistics=statistics, **options)
             return
         with owning(args.output):
-            try:
-                run(pipeline, args.treebank, args.output, args.root, given=given, statistics=args.statistics,
-                    also=args.also)
-            except RunFailed as error:
-                print(f"error: {error}", file=sys.stderr)
-                raise SystemExit(1) from None
+            statistics = (counted_statistics(train, args.trees, args.output, False, print) if counted
+                          else args.statistics)
+            run(pipeline, args.treebank, args.output, args.root, statistics=statistics, **options)
             from parser.model import Parser
 
             final = best_run(pipeline.results[pipeline.final])

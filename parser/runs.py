@@ -25,6 +25,7 @@ import yaml
 
 from objectives.conventions import ConfigurationError
 
+from parser.cli import Failure
 from parser.training.callbacks import MONITOR
 
 TRAIN = Path(__file__).resolve().parents[1] / "train.py"
@@ -49,7 +50,7 @@ RECIPES = {
 }
 
 
-class RunFailed(RuntimeError):
+class RunFailed(Failure):
     """train.py ended with an error; the message names its log."""
 
 

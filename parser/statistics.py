@@ -231,6 +231,15 @@ def measure_table(constraints: Sequence[Constraint], measured: torch.Tensor, gol
     return "\n".join([*table, f"mean distance outside the bands: {mean:.4f} over {len(constraints)} statistics"])
 
 
+def count_once(train: Path, trees: int | None, output: Path, resamples: int = 200) -> Path:
+    """``output``: the statistics of ``train``'s first ``trees`` trees (None: all, an oracle), as
+    ``treeexp statistics count`` writes them; counted only when ``output`` is not there yet."""
+    if not output.is_file():
+        main(["count", str(train), *(["--trees", str(trees)] if trees is not None else []),
+              "--resamples", str(resamples), "--output", str(output)])
+    return output
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="treeexp statistics", description=__doc__.split("\n\n")[0])
     sources = parser.add_subparsers(dest="source", required=True)

@@ -1,6 +1,7 @@
 """benchmarks.few_trees: the recipes' overrides and the table of recorded rows."""
 
 import json
+from types import SimpleNamespace
 
 import pytest
 
@@ -23,7 +24,45 @@ def test_the_table_has_a_cell_per_treebank_trees_and_recipe(tmp_path):
     assert few_trees.figure(results, tmp_path / "bars.png").stat().st_size > 1000
 
 
-@pytest.mark.parametrize("recipe, trees", [("ge_facts", 10), ("ge_oracle", 20), ("finetuned", 0)])
+@pytest.mark.parametrize("recipe, trees", [("ge_facts", 10), ("ge_oracle", 20), ("finetuned", 0), ("ge_counts", 0)])
 def test_a_recipe_for_another_number_of_trees_is_refused(recipe, trees, tmp_path):
     with pytest.raises(ValueError, match="is a recipe for"):
         few_trees.run("UD_X", trees, recipe, 1, tmp_path / "base.ckpt", None, tmp_path / "rows.jsonl", [])
+
+
+@pytest.mark.parametrize("trees, recipe, terms", [
+    (0, "self_training", ["Distillation"]),
+    (0, "ge_facts", ["Distillation", "GeneralizedExpectation"]),
+    (20, "finetuned", ["Likelihood", "TagLikelihood"]),
+    (20, "self_training", ["Likelihood", "TagLikelihood", "Distillation"]),
+    (20, "ge_counts", ["Likelihood", "TagLikelihood", "Distillation", "GeneralizedExpectation"]),
+])
+def test_each_recipe_trains_its_config_with_its_terms_and_trees(trees, recipe, terms, tiny_bert_dir, ud_dir,
+                                                                tmp_path, monkeypatch):
+    """The command each recipe gives train.py builds the parser it names: its terms, K labeled
+    trees and K dev trees (none without trees), GE's statistics counted on the first K trees;
+    with K trees every recipe but ``finetuned`` starts from the fine-tuned parser."""
+    import train
+
+    given = {}
+
+    def fit(config, arguments, folder):
+        given.update(config=config, arguments=arguments)
+        return SimpleNamespace(best=folder / "best.ckpt")
+
+    monkeypatch.setattr(few_trees, "fit", fit)
+    few_trees.train("UD_Wolof-WTB", trees, recipe, 1, tmp_path / "base.ckpt", str(ud_dir), tmp_path / "runs" / recipe / "seed1")
+    arguments = list(given["arguments"])
+    start = arguments[arguments.index("--model.init") + 1]
+    assert start == str(tmp_path / ("runs/finetuned/seed1/best.ckpt" if trees and recipe != "finetuned" else "base.ckpt"))
+    for option in ("--model.init", "--model.teacher"):  # the base checkpoint (not built here)
+        while option in arguments:
+            del arguments[arguments.index(option):arguments.index(option) + 2]
+    cli = train.main(["--config", str(given["config"]), *arguments, "--model.encoder", str(tiny_bert_dir)], run=False)
+    assert [type(t.objective).__name__ for t in cli.model.terms.terms] == terms
+    assert (cli.datamodule.labeled_size, cli.datamodule.dev_size) == ((trees, trees) if trees else (0, None))
+    if recipe == "ge_counts":
+        ge = cli.model.terms.terms[-1].objective
+        assert ge.reduction == "mean" and ge.penalty == "l1" and len(ge.constraints) > 50
+        counted = (tmp_path / "runs" / recipe / "statistics.yaml").read_text()
+        assert "--trees 20" in counted and ge.constraints[0].target is not None  # the first K trees' counts

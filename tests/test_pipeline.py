@@ -157,6 +157,33 @@ def test_no_treebank_passes_the_languages_statistics_to_its_ge_stage(ud_dir, tmp
     assert ge[ge.index("--model.init") + 1] == ge[ge.index("--model.teacher") + 1]  # the base starts and teaches
 
 
+def test_few_trees_labels_k_trees_chooses_on_k_dev_trees_and_counts_their_statistics(ud_dir, tmp_path, capsys,
+                                                                                       monkeypatch):
+    """--trees K: every target stage reads the first K training trees labeled and the first K dev
+    trees; GE reads the K trees' statistics, counted into OUTPUT/statistics.yaml (not in a dry run)
+    unless a statistics file is given; the base's own data keeps its treebanks."""
+    root = str(ud_dir.resolve())
+    monkeypatch.chdir(tmp_path)
+    pipeline.main(["few_trees", "--treebank", "UD_Wolof-WTB", "--root", root, "--output", "out", "--trees", "20",
+                   "--dry-run"])
+    printed = capsys.readouterr().out
+    base, finetuned, few = [shlex.split(line) for line in printed.splitlines() if "train.py" in line]
+    assert "--data.labeled_size" not in base and "--data.treebank" not in base
+    assert finetuned[finetuned.index("--data.labeled_size") + 1] == "20"
+    assert few[few.index("--model.init") + 1] == few[few.index("--model.teacher") + 1]  # the fine-tuned parser
+    assert few[few.index("--data.labeled_size") + 1] == few[few.index("--data.dev_size") + 1] == "20"
+    assert few[few.index("--statistics") + 1] == str(Path("out") / "statistics.yaml")
+    assert "statistics count" in printed and "--trees 20" in printed and not (tmp_path / "out").exists()
+    pipeline.main(["few_trees", "--treebank", "UD_Wolof-WTB", "--root", root, "--output", "out", "--trees", "20",
+                   "--statistics", "configs/facts/wolof.yaml", "--dry-run"])
+    printed = capsys.readouterr().out
+    few = shlex.split([line for line in printed.splitlines() if "train.py" in line][-1])
+    assert few[few.index("--statistics") + 1] == "configs/facts/wolof.yaml" and "statistics count" not in printed
+    with pytest.raises(SystemExit) as stop:
+        pipeline.main(["few_trees", "--treebank", "UD_Wolof-WTB", "--root", root, "--output", "out", "--trees", "0"])
+    assert stop.value.code == 2 and "no_treebank pipeline" in capsys.readouterr().err
+
+
 def test_a_missing_treebank_or_given_checkpoint_is_one_line(ud_dir, tmp_path, capsys):
     path = tmp_path / "p.yaml"
     path.write_text("stages: [{name: a, config: configs/likelihood.yaml}]")

@@ -177,6 +177,15 @@ def test_low_resource_configs_are_the_reported_recipes(name, tiny_bert_dir):
     assert "python train.py" in header and "minutes on one CPU thread" in header and "400 steps" in header
 
 
+def test_a_few_dev_trees_are_all_read_at_each_validation(tiny_bert_dir):
+    """``--data.dev_size K`` with a config that validates on a quarter of a whole dev file:
+    all K trees are read (a quarter of two batches is none, and Lightning would refuse)."""
+    config = ["--config", str(CONFIGS / "transfer.yaml"), "--model.encoder", str(tiny_bert_dir)]
+    assert train.main(config, run=False).trainer.limit_val_batches == 0.25
+    cli = train.main([*config, "--data.labeled_size", "20", "--data.dev_size", "20"], run=False)
+    assert cli.trainer.limit_val_batches == 1.0
+
+
 def test_the_multilingual_low_resource_config_is_the_self_distillation_student(tiny_bert_dir):
     """configs/low_resource_multilingual.yaml: e5-small with fixed embeddings, word vectors
     from a layer mix (mean-pooled subwords, dropout 0.1, scorer at lr 1e-3: the measured

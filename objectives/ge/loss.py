@@ -44,7 +44,9 @@ class GeneralizedExpectation(Objective):
     rates are batch-level expectations, as Effland & Collins 2023 found best); constraints on a label weight each arc by the label's
     probability under the label scorer, ``p(l | h -> m)``, so GE trains the labels too. Tags
     may be soft: ``batch.upos`` holds tag ids or tag probabilities (a tagger's output), and the
-    counts are then expected counts. The loss is ``sum_k w_k penalty(p_k, t_k)``.
+    counts are then expected counts. The loss is ``sum_k w_k penalty(p_k, t_k)``, or with
+    ``reduction="mean"`` that sum over the number of constraints kept in the batch (a weight
+    then means the same for ten statistics as for a thousand).
 
     ``penalty``: ``"squared"`` (:class:`~objectives.ge.penalties.Squared`), ``"kl"``
     (:class:`~objectives.ge.penalties.BernoulliKL`), ``"one_sided"``
@@ -92,6 +94,7 @@ class GeneralizedExpectation(Objective):
             A constraint's own ``tolerance`` (an absolute margin) widens its band to at least that.
         min_arcs: a rate per arc counts in a batch that expects at least this many arcs of its
             kind (fewer: a rate of noise with steep gradients).
+        reduction: ``"sum"`` over the constraints kept in the batch, or their ``"mean"``.
 
     ``penalty`` and ``targets_from`` keep what was configured; the objects they name are
     :attr:`penalize` and :attr:`source`.
@@ -109,6 +112,7 @@ class GeneralizedExpectation(Objective):
         weighting: Literal["uniform", "count"] = "uniform",
         tolerance: float = 0.0,
         min_arcs: float = 1.0,
+        reduction: Literal["sum", "mean"] = "sum",
     ) -> None:
         super().__init__()
         self.constraints = resolve_constraints(constraints)
@@ -120,7 +124,10 @@ class GeneralizedExpectation(Objective):
             raise ConfigurationError(f"gradient must be 'reverse' or 't2', got {gradient!r}")
         if weighting not in ("uniform", "count"):
             raise ConfigurationError(f"weighting must be 'uniform' or 'count', got {weighting!r}")
+        if reduction not in ("sum", "mean"):
+            raise ConfigurationError(f"reduction must be 'sum' or 'mean', got {reduction!r}")
         self.penalty = penalty
+        self.reduction = reduction
         self.weighting = weighting
         self.gradient = gradient
         self.targets_from = targets_from
@@ -268,12 +275,14 @@ class GeneralizedExpectation(Objective):
 
     def _penalty(self, rates: Tensor, weights: Tensor, targets: Tensor, counts: Tensor,
                  margins: Tensor | None = None) -> Tensor:
-        """``sum_k weights_k penalty(rates_k, targets_k)``: all ``(K,)``, ``weights`` 0 where masked
-        out; ``counts``: the words (or arcs) each rate was measured on (> 0); ``margins``: each
-        constraint's own tolerance (default: the constraints')."""
+        """``sum_k weights_k penalty(rates_k, targets_k)`` (over the kept constraints' number for
+        ``reduction="mean"``): all ``(K,)``, ``weights`` 0 where masked out; ``counts``: the words
+        (or arcs) each rate was measured on (> 0); ``margins``: each constraint's own tolerance
+        (default: the constraints')."""
         targets = targets.to(rates.dtype).nan_to_num(0.5)  # masked out below; no NaN gradient
         margins = (self.margins if margins is None else margins).to(rates.dtype)
-        return torch.where(weights > 0, weights * self.penalize(rates, targets, counts, margins), 0.0).sum()
+        total = torch.where(weights > 0, weights * self.penalize(rates, targets, counts, margins), 0.0).sum()
+        return total / (weights > 0).sum().clamp_min(1) if self.reduction == "mean" else total
 
     def _check_tags(self, tags: Tensor) -> None:
         """Raise when the batch is untagged or there are no targets (checked on the first

@@ -182,6 +182,28 @@ def test_reverse_mode_and_covariance_routes_agree(penalty, multiroot, weighting)
     torch.testing.assert_close(grad_t2, grad, rtol=0, atol=1e-12)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("multiroot", [False, True])
+@pytest.mark.parametrize("gradient", ["reverse", "t2"])
+def test_mean_reduction_is_the_sum_over_the_constraints_kept(gradient, multiroot, dtype):
+    """reduction="mean": the brute-force sum over the number of constraints whose child occurs
+    in the batch (5 of 6 here: no PRON); its gradient against a finite difference (float64),
+    padding included (sentences of 4, 2, 3, 1 words in one batch)."""
+    scores, batch = make_batch(LENGTHS)
+    rates = brute_rates(scores, batch, CONSTRAINTS, multiroot)
+    kept = int(rates.isfinite().sum())
+    assert kept == len(CONSTRAINTS) - 1
+    objective = ready(GeneralizedExpectation(CONSTRAINTS, "squared", gradient, reduction="mean"), multiroot)
+    expected = brute_penalty(rates, CONSTRAINTS, "squared") / kept
+    tight = dtype == torch.float64
+    arcs = scores.arcs.to(dtype).clone().requires_grad_()
+    loss = objective(Scores(arcs), batch)
+    torch.testing.assert_close(loss.double(), expected, rtol=1e-10 if tight else 1e-5, atol=1e-12 if tight else 1e-7)
+    if tight:
+        loss.backward()
+        assert_directional_derivative(lambda x: objective(Scores(x), batch).detach(), scores.arcs.double(), arcs.grad)
+
+
 @pytest.mark.parametrize("multiroot", [False, True])
 @pytest.mark.parametrize("gradient", ["reverse", "t2"])
 @pytest.mark.parametrize("penalty", ["squared", "kl"])
@@ -424,7 +446,8 @@ def test_untagged_batches_and_vocabularies_are_rejected():
 
 @pytest.mark.parametrize(
     "option, value",
-    [("penalty", "l2"), ("gradient", "forward"), ("targets_from", "oracle"), ("weighting", "inverse")],
+    [("penalty", "l2"), ("gradient", "forward"), ("targets_from", "oracle"), ("weighting", "inverse"),
+     ("reduction", "max")],
 )
 def test_invalid_options(option, value):
     with pytest.raises(ValueError, match=f"{option} must be"):

@@ -78,3 +78,16 @@ def test_a_run_that_never_validated_gives_its_last_checkpoint(tmp_path):
     assert run.best == run.last
     (run.directory / "checkpoints" / "best.ckpt").write_bytes(b"")
     assert run.best == run.directory / "checkpoints" / "best.ckpt"
+
+
+def test_a_failed_child_run_is_one_line_from_any_command(capsys):
+    """RunFailed (a child train.py that failed, its log named) ends a command in one line, exit 1."""
+    from parser.cli import run_reporting_errors
+
+    def fails():
+        raise runs.RunFailed("train.py exited with 2 (error: no file x.conllu); its log: runs/a/train.log")
+
+    with pytest.raises(SystemExit) as stop:
+        run_reporting_errors(fails)
+    assert stop.value.code == 1
+    assert capsys.readouterr().err == "error: train.py exited with 2 (error: no file x.conllu); its log: runs/a/train.log\n"
