@@ -143,7 +143,7 @@ def test_a_shipped_pipeline_is_found_by_name_with_its_configs_from_any_folder(ud
     with pytest.raises(SystemExit) as stop:
         pipeline.main(["old_language", "--treebank", "UD_Wolof-WTB", "--root", root, "--output", "out"])
     error = capsys.readouterr().err.strip()
-    assert stop.value.code == 2 and "nor a shipped pipeline of that name (new_language," in error and "\n" not in error
+    assert stop.value.code == 2 and "nor a shipped pipeline of that name (" in error and " new_language," in error and "\n" not in error
 
 
 def test_no_treebank_passes_the_languages_statistics_to_its_ge_stage(ud_dir, tmp_path, capsys, monkeypatch):
