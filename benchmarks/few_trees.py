@@ -40,7 +40,7 @@ from pathlib import Path
 from benchmarks.common import ROOT, portable, provenance, read_rows
 from parser import pipeline
 from parser.cli import run_reporting_errors
-from parser.data.datamodule import DependencyDataModule
+from parser.data.datamodule import treebank_file
 from parser.runs import Run, config_path, fit
 
 RESULTS = ROOT / "docs" / "results" / "few_trees.jsonl"
@@ -66,7 +66,7 @@ def counted_statistics(treebank: str, trees: int, root: str | None, folder: Path
     whole file), written once into ``folder``."""
     from parser.statistics import count_once
 
-    train = DependencyDataModule(treebank, root=root).path("train")
+    train = treebank_file(treebank, "train", root)
     if trees:
         return count_once(train, trees, folder / "statistics.yaml")
     return count_once(train, None, folder / "oracle_statistics.yaml", resamples=20)
@@ -108,7 +108,7 @@ def run(treebank: str, trees: int, recipe: str, seed: int, base: Path, root: str
         row.update({"step": parser.dev().get("step", parser.steps()),
                     "cpu_minutes": round(usage.get("cpu_seconds", float("nan")) / 60, 1),
                     "peak_rss_mib": round(usage.get("peak_rss_bytes", float("nan")) / 2**20), **parser.provenance()})
-    test = DependencyDataModule(treebank, root=root).path("test")
+    test = treebank_file(treebank, "test", root)
     scores = pipeline.test_scores(checkpoint, test, folder / "test.conllu")
     row.update({"test_uas": round(scores["uas"], 2), "test_las": round(scores["las"], 2)})
     row = portable(row)
