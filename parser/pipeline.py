@@ -27,7 +27,9 @@ folder ``OUTPUT/<stage>/seed<S>``, or a choice between earlier stages::
 from that stage's parser of the same seed (or its first: ``--model.init``); ``data: own`` keeps
 a stage's own treebanks (a multilingual base) instead of the target's; ``choose: [A, B]``
 trains nothing and stands for whichever of A and B has the higher mean dev LAS, with its reason
-printed (a rule chosen on dev only). A finished stage is reused, a stopped one resumes from its
+printed (a rule chosen on dev only; where one of them was not trained on the target here, a base
+as it is, every one parses the target's dev trees, the first K with ``--trees K``, and is scored
+alike). A finished stage is reused, a stopped one resumes from its
 ``last.ckpt``; ``--given STAGE=CHECKPOINT`` takes a stage's parser from elsewhere (a
 multilingual base trained once for every language); ``--seed S`` runs the recipe again with
 another seed beside the first (the ensemble's runs reused); ``--dry-run`` prints the commands.
@@ -48,6 +50,7 @@ import dataclasses
 import json
 import os
 import sys
+from statistics import fmean
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -223,6 +226,19 @@ def counted_statistics(train: Path, trees: int, output: Path, dry_run: bool, say
     return str(path)
 
 
+def dev_trees(dev: Path, trees: int | None, output: Path) -> Path:
+    """The target's dev trees a choice may read: ``dev`` whole, or its first ``trees`` sentences
+    written as they are (comments, multiword tokens) into ``OUTPUT/dev<K>.conllu``."""
+    if trees is None:
+        return dev
+    path = output / f"dev{trees}.conllu"
+    if not path.is_file():
+        blocks = [b for b in dev.read_text(encoding="utf-8").split("\n\n") if b.strip()][:trees]
+        output.mkdir(parents=True, exist_ok=True)
+        path.write_text("".join(b.strip("\n") + "\n\n" for b in blocks), encoding="utf-8")
+    return path
+
+
 def stage_overrides(stage: Stage, seed: int, treebank: str, root: str | None,
                     checkpoints: Callable[[str, int | None], list[str]]) -> list[str]:
     """The overrides of one run of a stage after its first config: its other configs, the data, the
@@ -274,11 +290,21 @@ def run(pipeline: Pipeline, treebank: str, output: Path, root: str | None = None
             say(f"stage {i}/{len(pipeline.stages)} {stage.name}: whichever of {', '.join(stage.choose)} has the higher mean dev LAS")
             continue
         if stage.choose:
-            means = {name: mean_dev_las(results[name]) for name in stage.choose}
+            trained_here = {s.name for s in pipeline.stages if s.config and s.data == "target" and s.name not in given}
+            if set(stage.choose) <= trained_here:  # each validated on the target's dev trees in training
+                means, how = {name: mean_dev_las(results[name]) for name in stage.choose}, "dev LAS"
+            else:  # a parser trained elsewhere never saw the target's dev: every one parses it alike
+                from parser.evaluate import score_checkpoint
+
+                dev = dev_trees(treebank_file(treebank, "dev", root), trees, output)
+                means = {name: fmean([score_checkpoint(r.best, dev, output / "choose" / f"{name}-{k}.conllu",
+                                                                 precision="auto")["las"] for k, r in enumerate(results[name])])
+                         for name in stage.choose}
+                how = f"LAS on {dev}"
             chosen = max(means, key=lambda name: means[name] if means[name] == means[name] else float("-inf"))
             results[stage.name] = results[chosen]
             others = ", ".join(f"{name} {value:.2f}" for name, value in means.items() if name != chosen)
-            say(f"stage {i}/{len(pipeline.stages)} {stage.name}: {chosen}, the higher mean dev LAS "
+            say(f"stage {i}/{len(pipeline.stages)} {stage.name}: {chosen}, the higher mean {how} "
                 f"({means[chosen]:.2f}; {others})")
             continue
         results[stage.name] = []

@@ -184,6 +184,43 @@ def test_few_trees_labels_k_trees_chooses_on_k_dev_trees_and_counts_their_statis
     assert stop.value.code == 2 and "no_treebank pipeline" in capsys.readouterr().err
 
 
+def test_a_choice_with_a_parser_trained_elsewhere_parses_the_first_k_dev_trees_with_each(ud_dir, tmp_path,
+                                                                                         monkeypatch):
+    """A base as it is never saw the target's dev: every candidate parses the same K dev trees
+    (written as they are) and the higher LAS is chosen."""
+    import zipfile
+
+    from parser import evaluate
+
+    for name in ("base", "tuned"):
+        with zipfile.ZipFile(tmp_path / f"{name}.ckpt", "w") as file:
+            file.writestr("x", "")
+    spec = tmp_path / "p.yaml"
+    spec.write_text("""
+stages:
+  - {name: base, config: configs/likelihood.yaml, data: own}
+  - {name: tuned, config: configs/likelihood.yaml, init: base}
+  - {name: start, choose: [base, tuned]}
+""")
+    scored = []
+
+    def score(checkpoint, gold, predicted, **options):
+        scored.append((Path(checkpoint).name, Path(gold)))
+        return {"las": {"base.ckpt": 48.0, "tuned.ckpt": 52.0}[Path(checkpoint).name], "uas": 0.0}
+
+    monkeypatch.setattr(evaluate, "score_checkpoint", score)
+    said = []
+    (tmp_path / "out").mkdir()
+    results = pipeline.run(pipeline.read_pipeline(spec), "UD_Wolof-WTB", tmp_path / "out", str(ud_dir),
+                           given={"base": str(tmp_path / "base.ckpt"), "tuned": str(tmp_path / "tuned.ckpt")},
+                           say=said.append, trees=5)
+    assert results["start"] == results["tuned"] and "start: tuned, the higher mean LAS on" in said[-1]
+    dev = tmp_path / "out" / "dev5.conllu"
+    assert [name for name, _ in scored] == ["base.ckpt", "tuned.ckpt"] and {gold for _, gold in scored} == {dev}
+    whole = (ud_dir / "UD_Wolof-WTB").glob("*-ud-dev.conllu").__next__().read_text(encoding="utf-8")
+    assert dev.read_text(encoding="utf-8").count("\n\n") == 5 and whole.startswith(dev.read_text(encoding="utf-8"))
+
+
 def test_a_missing_treebank_or_given_checkpoint_is_one_line(ud_dir, tmp_path, capsys):
     path = tmp_path / "p.yaml"
     path.write_text("stages: [{name: a, config: configs/likelihood.yaml}]")
