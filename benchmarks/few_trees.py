@@ -15,10 +15,10 @@ Recipes (each the product's own configs, run by :func:`parser.runs.fit` in
   statistics count``: an oracle no user has, reported as such);
 - ``self_training``: the same without GE, the KL to the base alone on the raw text (the
   control: what GE adds over training on the text at all); with K trees,
-  ``configs/few_trees.yaml`` without GE after ``finetuned`` (the K trees' likelihood beside a
-  KL to the fine-tuned parser, which starts it);
+  ``configs/few_trees.yaml`` without GE after ``finetuned`` or the base, whichever parses the
+  first K dev trees better (the K trees' likelihood beside a KL to that parser, which starts it);
 - ``finetuned`` (K trees): ``configs/transfer.yaml`` on the first K trees, from the base;
-- ``ge_counts`` (K trees): ``configs/few_trees.yaml`` after ``finetuned`` with GE toward the
+- ``ge_counts`` (K trees): ``configs/few_trees.yaml`` after that choice with GE toward the
   statistics counted on the first K trees (``treeexp statistics count --trees K``, bootstrap
   tolerances): the few_trees pipeline.
 
@@ -80,8 +80,12 @@ def train(treebank: str, trees: int, recipe: str, seed: int, base: Path, root: s
     if recipe == "finetuned":
         return fit(config_path(FINETUNED), [*data, *sample, "--model.init", str(base)], folder)
     config = config_path(FEW_TREES if trees else NO_TREEBANK)
-    if trees:  # the fine-tuned parser starts and teaches (the few_trees pipeline's order)
-        base = train(treebank, trees, "finetuned", seed, base, root, folder.parent.parent / "finetuned" / folder.name).best
+    if trees:  # the fine-tuned parser or the base, the better on the first K dev trees, starts and teaches (the
+        # few_trees pipeline's choice)
+        finetuned = train(treebank, trees, "finetuned", seed, base, root, folder.parent.parent / "finetuned" / folder.name)
+        dev = pipeline.dev_trees(treebank_file(treebank, "dev", root), trees, folder.parent.parent)
+        las = pipeline.parsed_las({"base": [Run.of_checkpoint(base)], "finetuned": [finetuned]}, dev, folder / "choose")
+        base = finetuned.best if las["finetuned"] > las["base"] else base
     start = [*data, *sample, "--model.init", str(base), "--model.teacher", str(base)]
     if recipe == "self_training":
         return fit(config, [*start, "--model.terms", f"[{TREES + ', ' if trees else ''}{KL}]"], folder)

@@ -239,6 +239,14 @@ def dev_trees(dev: Path, trees: int | None, output: Path) -> Path:
     return path
 
 
+def parsed_las(candidates: dict[str, Sequence[Run]], dev: Path, scratch: Path) -> dict[str, float]:
+    """Each candidate's mean LAS over its runs, every parser parsing ``dev`` alike (into ``scratch``)."""
+    from parser.evaluate import score_checkpoint
+
+    return {name: fmean([score_checkpoint(r.best, dev, scratch / f"{name}-{k}.conllu", precision="auto")["las"]
+                         for k, r in enumerate(runs)]) for name, runs in candidates.items()}
+
+
 def stage_overrides(stage: Stage, seed: int, treebank: str, root: str | None,
                     checkpoints: Callable[[str, int | None], list[str]]) -> list[str]:
     """The overrides of one run of a stage after its first config: its other configs, the data, the
@@ -294,12 +302,8 @@ def run(pipeline: Pipeline, treebank: str, output: Path, root: str | None = None
             if set(stage.choose) <= trained_here:  # each validated on the target's dev trees in training
                 means, how = {name: mean_dev_las(results[name]) for name in stage.choose}, "dev LAS"
             else:  # a parser trained elsewhere never saw the target's dev: every one parses it alike
-                from parser.evaluate import score_checkpoint
-
                 dev = dev_trees(treebank_file(treebank, "dev", root), trees, output)
-                means = {name: fmean([score_checkpoint(r.best, dev, output / "choose" / f"{name}-{k}.conllu",
-                                                                 precision="auto")["las"] for k, r in enumerate(results[name])])
-                         for name in stage.choose}
+                means = parsed_las({name: results[name] for name in stage.choose}, dev, output / "choose")
                 how = f"LAS on {dev}"
             chosen = max(means, key=lambda name: means[name] if means[name] == means[name] else float("-inf"))
             results[stage.name] = results[chosen]

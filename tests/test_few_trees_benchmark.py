@@ -50,11 +50,19 @@ def test_each_recipe_trains_its_config_with_its_terms_and_trees(trees, recipe, t
         given.update(config=config, arguments=arguments)
         return SimpleNamespace(best=folder / "best.ckpt")
 
+    def parsed_las(candidates, dev, scratch):  # the choice of the pipeline: each parses the first K dev trees
+        assert dev.read_text(encoding="utf-8").count("\n\n") == trees and set(candidates) == {"base", "finetuned"}
+        return {"base": 40.0, "finetuned": better}
+
     monkeypatch.setattr(few_trees, "fit", fit)
-    few_trees.train("UD_Wolof-WTB", trees, recipe, 1, tmp_path / "base.ckpt", str(ud_dir), tmp_path / "runs" / recipe / "seed1")
-    arguments = list(given["arguments"])
-    start = arguments[arguments.index("--model.init") + 1]
-    assert start == str(tmp_path / ("runs/finetuned/seed1/best.ckpt" if trees and recipe != "finetuned" else "base.ckpt"))
+    monkeypatch.setattr(few_trees.pipeline, "parsed_las", parsed_las)
+    for better in (50.0, 30.0):  # the fine-tuned parser starts where it parses the K dev trees better, else the base
+        few_trees.train("UD_Wolof-WTB", trees, recipe, 1, tmp_path / "base.ckpt", str(ud_dir),
+                        tmp_path / "runs" / recipe / "seed1")
+        arguments = list(given["arguments"])
+        start = arguments[arguments.index("--model.init") + 1]
+        tuned = trees and recipe != "finetuned" and better > 40
+        assert start == str(tmp_path / ("runs/finetuned/seed1/best.ckpt" if tuned else "base.ckpt"))
     for option in ("--model.init", "--model.teacher"):  # the base checkpoint (not built here)
         while option in arguments:
             del arguments[arguments.index(option):arguments.index(option) + 2]
