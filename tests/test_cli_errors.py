@@ -4,6 +4,7 @@ status 2 and no traceback; ``--debug`` shows the traceback."""
 from __future__ import annotations
 
 import gzip
+import multiprocessing
 import os
 import subprocess
 import sys
@@ -280,6 +281,7 @@ def test_an_unlabeled_file_lost_during_a_run_is_one_line(workers, tiny_bert_dir,
         _fit_losing_an_unlabeled_file(tiny_bert_dir, small, tmp_path, "error", workers)
     lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error: ")]
     assert stopped.value.code == 2 and len(lines) == 1 and "lost.txt" in lines[0] and len(lines[0]) < 200, lines
+    assert not multiprocessing.active_children(), "the run's DataLoader workers stop with its error"
 
 
 def test_an_unlabeled_file_lost_during_a_run_is_skipped_with_on_bad_unlabeled_skip(tiny_bert_dir, small, tmp_path,

@@ -348,6 +348,13 @@ class DependencyDataModule(LightningDataModule):
         stops at ``max_steps`` leaves one mid-epoch, and the unlabeled stream never ends); left
         to the garbage collector, each of its workers stops only after a 5 s timeout, paid by
         whatever runs next in the process (another fit, a test)."""
+        self._stop_workers()
+
+    def on_exception(self, exception: BaseException) -> None:
+        """A run ended by an error (no teardown): its workers stop too."""
+        self._stop_workers()
+
+    def _stop_workers(self) -> None:
         for loader in self._train_loaders:
             iterator = getattr(loader, "_iterator", None)
             if iterator is not None and hasattr(iterator, "_shutdown_workers"):
