@@ -12,6 +12,12 @@ import torch
 
 REPO = Path(__file__).resolve().parents[1]
 
+# One intra-op thread unless OMP_NUM_THREADS says otherwise, as the tests' subprocesses and the
+# recorded benchmarks run: the tiny test models gain nothing from a second thread, and on a
+# machine whose other core is busy two threads wait on each other at every operation.
+if "OMP_NUM_THREADS" not in os.environ:
+    torch.set_num_threads(1)
+
 
 @pytest.fixture(scope="session")
 def tiny_bert_dir(tmp_path_factory) -> Path:

@@ -4,6 +4,7 @@ status 2 and no traceback; ``--debug`` shows the traceback."""
 from __future__ import annotations
 
 import gzip
+import multiprocessing
 import os
 import subprocess
 import sys
@@ -47,36 +48,63 @@ def files(tmp_path: Path) -> dict[str, Path]:
     return {"good": good, "latin1": latin1, "gz": gz, "other": other, "not_ckpt": not_ckpt}
 
 
-def test_evaluate_reports_bad_files_in_one_line(files, tmp_path):
+def _in_process(main, argv: list[str], capsys) -> str:
+    """``main(argv)`` as its command runs it: the one ``error:`` line it ends with (exit status 2)."""
+    with pytest.raises(SystemExit) as stopped:
+        main(argv)
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.startswith("error: ")]
+    assert stopped.value.code == 2 and len(lines) == 1, err
+    return lines[0]
+
+
+def test_evaluate_reports_bad_files_in_one_line(files, tmp_path, capsys, monkeypatch):
+    """``python -m parser.evaluate`` itself once (exit status 2, one line, no traceback); the
+    other bad files through its ``main``, as the command runs it; ``--debug`` re-raises."""
+    from parser import evaluate
+
     _one_error_line(_run("-m", "parser.evaluate", str(files["good"]), str(files["latin1"]), cwd=tmp_path),
                     "latin1.conllu:1", "not UTF-8")
-    _one_error_line(_run("-m", "parser.evaluate", str(files["good"]), str(files["gz"]), cwd=tmp_path),
-                    "packed.conllu:1", "gzip")
-    _one_error_line(_run("-m", "parser.evaluate", str(files["good"]), str(files["other"]), cwd=tmp_path),
-                    "other.conllu:1: word 1 is 'Ho'", "'Hi'")
-    _one_error_line(_run("-m", "parser.evaluate", str(files["good"]), str(tmp_path / "missing.conllu"), cwd=tmp_path),
-                    "missing.conllu")
-    debug = _run("-m", "parser.evaluate", str(files["good"]), str(files["latin1"]), "--debug", cwd=tmp_path)
-    assert debug.returncode != 0 and "Traceback" in debug.stderr
+    for bad, fragments in (("gz", ["packed.conllu:1", "gzip"]), ("other", ["other.conllu:1: word 1 is 'Ho'", "'Hi'"])):
+        line = _in_process(evaluate.main, [str(files["good"]), str(files[bad])], capsys)
+        assert all(fragment in line for fragment in fragments), line
+    assert "missing.conllu" in _in_process(evaluate.main, [str(files["good"]), str(tmp_path / "missing.conllu")], capsys)
+    argv = [str(files["good"]), str(files["latin1"]), "--debug"]
+    monkeypatch.setattr(sys, "argv", ["evaluate.py", *argv])  # parser.cli reads --debug from the command line
+    with pytest.raises(Exception, match="not UTF-8") as raised:
+        evaluate.main(argv)
+    assert not isinstance(raised.value, SystemExit)
 
 
-def test_predict_checks_inputs_before_loading_a_model(files, tmp_path):
+def test_predict_checks_inputs_before_loading_a_model(files, tmp_path, capsys):
+    from parser import predict
+
     _one_error_line(_run("-m", "parser.predict", str(files["not_ckpt"]), str(files["good"]), "out.conllu", cwd=tmp_path),
                     "notes.ckpt: not a checkpoint")
-    _one_error_line(_run("-m", "parser.predict", str(tmp_path / "missing.ckpt"), str(files["good"]), "out.conllu",
-                         cwd=tmp_path), "missing.ckpt")
+    assert "missing.ckpt" in _in_process(predict.main, [str(tmp_path / "missing.ckpt"), str(files["good"]),
+                                                        str(tmp_path / "out.conllu")], capsys)
 
 
-def test_train_reports_a_missing_file_in_one_line(tmp_path):
-    result = _run(str(REPO / "train.py"), "fit", "--config", str(REPO / "configs/likelihood.yaml"),
-                  "--data.treebank", "null", "--data.train", str(tmp_path / "nope.conllu"), cwd=tmp_path)
-    _one_error_line(result, "nope.conllu")
+def _train(argv: list[str]) -> None:
+    """``train.main(argv)`` as ``python train.py`` runs it (parser.cli's error handling)."""
+    import train
+    from parser.cli import run_reporting_errors
+
+    run_reporting_errors(lambda: train.main(argv))
 
 
-def test_train_reports_a_setting_lightning_rejects_in_one_line(tmp_path):
-    result = _run(str(REPO / "train.py"), "fit", "--config", str(REPO / "configs/likelihood.yaml"),
-                  "--trainer.fast_dev_run", "-1", cwd=tmp_path)
-    _one_error_line(result, "fast_dev_run=-1")
+def test_train_reports_a_missing_file_in_one_line(tmp_path, capsys):
+    """In this process, as the command runs it (the command line itself: the test with --debug below)."""
+    line = _in_process(_train, ["fit", "--config", str(REPO / "configs/likelihood.yaml"), "--data.treebank", "null",
+                                "--data.train", str(tmp_path / "nope.conllu"),
+                                "--trainer.default_root_dir", str(tmp_path / "runs")], capsys)
+    assert "nope.conllu" in line, line
+
+
+def test_train_reports_a_setting_lightning_rejects_in_one_line(tmp_path, capsys):
+    line = _in_process(_train, ["fit", "--config", str(REPO / "configs/likelihood.yaml"), "--trainer.fast_dev_run", "-1",
+                                "--trainer.default_root_dir", str(tmp_path / "runs")], capsys)
+    assert "fast_dev_run=-1" in line, line
 
 
 @pytest.fixture()
@@ -138,9 +166,8 @@ def test_train_reports_a_configuration_that_cannot_work_in_one_line(case, tiny_b
 
     config, overrides, fragments = CONFIGURATIONS_THAT_CANNOT_WORK[case]
     if case == "teacher_of_other_trees":  # a parser of multi-root trees teaching a single-root one
-        teacher_run = _fit(tiny_bert_dir, small, "likelihood.yaml", "--model.decoding.multiroot", "true",
-                           "--trainer.default_root_dir", str(tmp_path / "teacher"))
-        assert teacher_run.returncode == 0, teacher_run.stderr[-2000:]
+        train.main(["fit", *_fit_args(tiny_bert_dir, small, "likelihood.yaml"), "--model.decoding.multiroot", "true",
+                    "--trainer.default_root_dir", str(tmp_path / "teacher")])
     replace = {"TEXT": str(small["text"]), "TEACHER": str(next((tmp_path / "teacher").rglob("last.ckpt"), "")),
                "NOWHERE": str(tmp_path / "nowhere")}
     args = ["fit", *_fit_args(tiny_bert_dir, small, config), "--trainer.default_root_dir", str(tmp_path / "runs"),
@@ -152,12 +179,19 @@ def test_train_reports_a_configuration_that_cannot_work_in_one_line(case, tiny_b
     assert len(lines) == 1 and all(fragment in lines[0] for fragment in fragments), lines
 
 
-def test_train_shows_the_traceback_of_a_setup_error_with_debug(tiny_bert_dir, small):
-    """The command line itself: GE on plain text without a tagger is one line; with --debug a traceback."""
+def test_train_shows_the_traceback_of_a_setup_error_with_debug(tiny_bert_dir, small, tmp_path, monkeypatch):
+    """The command line itself (a process): GE on plain text without a tagger is one line; with
+    --debug the error itself (train.command_line on the same command line in this process)."""
+    import train
+    from objectives.conventions import ConfigurationError
+
     args = [GE_WITHOUT_TAGGER, "--data.unlabeled", str(small["text"])]
     _one_error_line(_fit(tiny_bert_dir, small, "ge.yaml", *args), "needs UPOS tags")
-    debug = _fit(tiny_bert_dir, small, "ge.yaml", *args, "--debug")
-    assert debug.returncode != 0 and "Traceback" in debug.stderr and "ConfigurationError" in debug.stderr
+    monkeypatch.setenv("TREEEXP_DEBUG", "0")  # command_line sets it for --debug; put back after the test
+    monkeypatch.setattr(sys, "argv", ["train.py", "fit", *_fit_args(tiny_bert_dir, small, "ge.yaml"), *args, "--debug",
+                                      "--trainer.default_root_dir", str(tmp_path / "runs")])
+    with pytest.raises(ConfigurationError, match="needs UPOS tags"):
+        train.command_line()
 
 
 @pytest.fixture()
@@ -247,6 +281,7 @@ def test_an_unlabeled_file_lost_during_a_run_is_one_line(workers, tiny_bert_dir,
         _fit_losing_an_unlabeled_file(tiny_bert_dir, small, tmp_path, "error", workers)
     lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error: ")]
     assert stopped.value.code == 2 and len(lines) == 1 and "lost.txt" in lines[0] and len(lines[0]) < 200, lines
+    assert not multiprocessing.active_children(), "the run's DataLoader workers stop with its error"
 
 
 def test_an_unlabeled_file_lost_during_a_run_is_skipped_with_on_bad_unlabeled_skip(tiny_bert_dir, small, tmp_path,

@@ -234,14 +234,15 @@ def test_a_missing_treebank_or_given_checkpoint_is_one_line(ud_dir, tmp_path, ca
         assert stop.value.code == 2 and message in error and "\n" not in error, error
 
 
-def test_a_two_stage_pipeline_trains_scores_saves_and_is_reused(tiny_bert_dir, ud_dir, tmp_path, monkeypatch):
+def test_a_two_stage_pipeline_trains_scores_saves_and_is_reused(tiny_bert_dir, ud_dir, tmp_path, monkeypatch, capsys):
+    """The command as ``python -m parser.pipeline`` runs it (its main in this process; each
+    stage a train.py process of its own, one thread as the tests' other processes)."""
     root = tiny_treebank(ud_dir, tmp_path / "ud")
     path = write_pipeline(tmp_path / "p.yaml", tiny_bert_dir, TWO_STAGES)
-    command = [sys.executable, "-m", "parser.pipeline", str(path), "--treebank", "UD_Tiny", "--root", str(root),
-               "--output", str(tmp_path / "out"), "--test"]
-    done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-2000:]
-    lines = done.stdout.splitlines()
+    monkeypatch.chdir(REPO)
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    pipeline.main([str(path), "--treebank", "UD_Tiny", "--root", str(root), "--output", str(tmp_path / "out"), "--test"])
+    lines = capsys.readouterr().out.splitlines()
     assert [line.split(":")[0] for line in lines if re.match(r"stage \d+/\d+ ", line)] == [
         "stage 1/2 teachers, seed 1", "stage 1/2 teachers, seed 1", "stage 1/2 teachers, seed 2",
         "stage 1/2 teachers, seed 2", "stage 2/2 student, seed 1", "stage 2/2 student, seed 1"]

@@ -33,6 +33,7 @@ def test_the_driver_trains_the_recipe_and_scores_three_decoders(tiny_bert_dir, u
     argv = ["--treebank", "UD_Tiny-Test", "--data-root", str(data_root), "--train-args", variant,
             "--output", str(tmp_path / "runs"), "--results", str(results)]
     monkeypatch.setenv("UD_DIR", str(data_root))
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")  # the train.py process: one thread, as the tests' other processes
     small_treebank.main(argv)
     rows = [json.loads(line) for line in results.read_text().splitlines()]
     assert [row["decoder"] for row in rows] == list(small_treebank.DECODERS)

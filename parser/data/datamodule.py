@@ -201,6 +201,7 @@ class DependencyDataModule(LightningDataModule):
         self.dev_sentences: list[Sentence] = []
         self.test_sentences: list[Sentence] = []
         self.predict_sentences: list[Sentence] = []
+        self._train_loaders: list[StatefulDataLoader] = []  # whose workers teardown stops
 
     @property
     def has_unlabeled(self) -> bool:
@@ -331,13 +332,34 @@ class DependencyDataModule(LightningDataModule):
         sentences: an epoch that never ends); the labeled data sets the epoch's length, the
         endless unlabeled stream runs on across epochs."""
         if not self.unlabeled_sources:
-            return self._loader(self.train_sentences, StatefulDataLoader, shuffle=True)
+            self._train_loaders = [self._loader(self.train_sentences, StatefulDataLoader, shuffle=True)]
+            return self._train_loaders[0]
         stream = SentenceStream(self.unlabeled_sources, self.upos_vocab, self.batch_tokens,
                                 self.max_batch_sentences, self.shuffle_buffer, self.seed + 1,
                                 self.on_bad_unlabeled, tokenize=self.tokenize, upos=self.unlabeled_tags == "keep")
         labeled = {"labeled": self._loader(self.train_sentences, StatefulDataLoader, shuffle=True)} if self.train_sentences else {}
         unlabeled = Continuing(StatefulDataLoader(stream, batch_size=None, num_workers=self.num_workers))
+        self._train_loaders = [*labeled.values(), unlabeled.loader]
         return CombinedLoader({**labeled, "unlabeled": unlabeled}, mode="min_size")
+
+    def teardown(self, stage: str) -> None:
+        """Stop the worker processes of the training loaders as the run ends. Lightning stops
+        those of torch's own multi-process iterators, not a StatefulDataLoader's (a run that
+        stops at ``max_steps`` leaves one mid-epoch, and the unlabeled stream never ends); left
+        to the garbage collector, each of its workers stops only after a 5 s timeout, paid by
+        whatever runs next in the process (another fit, a test)."""
+        self._stop_workers()
+
+    def on_exception(self, exception: BaseException) -> None:
+        """A run ended by an error (no teardown): its workers stop too."""
+        self._stop_workers()
+
+    def _stop_workers(self) -> None:
+        for loader in self._train_loaders:
+            iterator = getattr(loader, "_iterator", None)
+            if iterator is not None and hasattr(iterator, "_shutdown_workers"):
+                iterator._shutdown_workers()
+        self._train_loaders = []
 
     def val_dataloader(self) -> DataLoader:
         self._check_label_vocab()

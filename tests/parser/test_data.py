@@ -1,6 +1,7 @@
 import gzip
 import io
 import logging
+import multiprocessing
 import pickle
 import shutil
 from pathlib import Path
@@ -438,6 +439,7 @@ def test_resuming_a_fit_continues_with_the_next_batches(ud_dir, tmp_path, num_wo
         trainer = Trainer(max_steps=steps, logger=False, enable_progress_bar=False, enable_model_summary=False,
                           enable_checkpointing=bool(callbacks), callbacks=list(callbacks))
         trainer.fit(model, data, ckpt_path=ckpt_path)
+        assert not multiprocessing.active_children(), "the workers of a finished fit stop with it"
         return model.seen, trainer
 
     expected, trainer = fit(10)

@@ -16,7 +16,7 @@ import torch
 from parser.data.sentences import read_conllu
 from parser.model import Parser
 from parser.network import Heads
-from parser.predict import complete_sentences, predict
+from parser.predict import complete_sentences, main, predict
 
 REPO = Path(__file__).resolve().parents[2]
 EWT = "UD_English-EWT/en_ewt-ud-dev.conllu"
@@ -94,13 +94,13 @@ def test_a_killed_parse_resumes_to_the_same_file(saved, ud_dir, tmp_path):
     process.wait()
     assert 0 < killed.stat().st_size < whole.stat().st_size
     assert complete_sentences(killed) < 600
-    result = _run(str(saved), str(corpus), str(killed), "--window", "16", "--device", "cpu", "--resume")
-    assert result.returncode == 0, result.stderr
+    main([str(saved), str(corpus), str(killed), "--window", "16", "--device", "cpu", "--resume"])  # as the command runs
     assert killed.read_bytes() == whole.read_bytes()
 
 
-def test_standard_input_and_output_and_a_malformed_sentence(saved, corpus, tmp_path):
-    """``- -`` parses a pipe; a malformed block is named (file:line) and skipped, the rest written."""
+def test_standard_input_and_output_and_a_malformed_sentence(saved, corpus, tmp_path, capsys):
+    """``- -`` parses a pipe (a process of its own); a malformed block is named (file:line) and
+    skipped, the rest written (the command's main in this process)."""
     good = tmp_path / "good.conllu"
     predict(str(saved), str(corpus), str(good), device="cpu")
     piped = _run(str(saved), "-", "-", "--device", "cpu", input=corpus.read_text(encoding="utf-8"))
@@ -113,10 +113,10 @@ def test_standard_input_and_output_and_a_malformed_sentence(saved, corpus, tmp_p
     broken = tmp_path / "broken.conllu"
     broken.write_text("\n\n".join(blocks[:5] + ["\n".join(bad)] + blocks[6:]), encoding="utf-8")
     line = sum(block.count("\n") + 2 for block in blocks[:5]) + len(bad)
-    result = _run(str(saved), str(broken), str(tmp_path / "out.conllu"), "--device", "cpu")
-    assert result.returncode == 0, result.stderr
-    assert f"skipped: {broken}:{line}: expected 10 tab-separated columns" in result.stderr
-    assert "59 sentences" in result.stdout and "1 malformed sentences skipped" in result.stdout
+    main([str(saved), str(broken), str(tmp_path / "out.conllu"), "--device", "cpu"])
+    result = capsys.readouterr()
+    assert f"skipped: {broken}:{line}: expected 10 tab-separated columns" in result.err
+    assert "59 sentences" in result.out and "1 malformed sentences skipped" in result.out
     assert len(read_conllu(tmp_path / "out.conllu")) == 59
 
 

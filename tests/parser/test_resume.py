@@ -36,6 +36,12 @@ def treebank(ud_dir: Path, tmp_path: Path) -> Path:
     return path
 
 
+def _first(treebank: Path, sentences: int, path: Path) -> Path:
+    """``path``: the first ``sentences`` sentences of ``treebank``."""
+    path.write_text("\n\n".join(treebank.read_text(encoding="utf-8").split("\n\n")[:sentences]) + "\n\n", encoding="utf-8")
+    return path
+
+
 def _objective(name: str):
     if name == "entropy":
         return EntropyRegularizer()
@@ -142,10 +148,11 @@ def test_a_teacher_with_a_cache_teaches_as_one_without(tiny_bert_dir, treebank, 
     ask, score = Teacher.scores, Teacher._mean_scores
     monkeypatch.setattr(Teacher, "scores", lambda self, words, *a: asked.extend(words) or ask(self, words, *a))
     monkeypatch.setattr(Teacher, "_mean_scores", lambda self, words, *a: scored.extend(words) or score(self, words, *a))
-    cached = _fit(tiny_bert_dir, treebank, tmp_path / "cached", "distill", steps=15)  # 40 unlabeled sentences, ~4 a step
+    small = _first(treebank, 30, tmp_path / "30.conllu")  # 20 labeled, 10 unlabeled sentences, ~4 a step: again from step 3
+    cached = _fit(tiny_bert_dir, small, tmp_path / "cached", "distill", steps=6)
     model = cached.lightning_module
     assert len(scored) == len(model._teacher.cache) < len(asked), "some unlabeled sentence must come again"
-    plain = _fit(tiny_bert_dir, treebank, tmp_path / "plain", "distill", teacher_cache_mib=0, steps=15)
+    plain = _fit(tiny_bert_dir, small, tmp_path / "plain", "distill", teacher_cache_mib=0, steps=6)
     assert plain.lightning_module._teacher.cache is None
     for (name, a), (_, b) in zip(model.named_parameters(), plain.lightning_module.named_parameters(), strict=True):
         torch.testing.assert_close(a, b, msg=name)
