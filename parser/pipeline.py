@@ -293,12 +293,13 @@ def run(pipeline: Pipeline, treebank: str, output: Path, root: str | None = None
             if not dry_run:
                 record(output, result_row(stage.name, None, results[stage.name][0]))
             continue
+        trained_here = {s.name for s in pipeline.stages if s.config and s.data == "target" and s.name not in given}
         if stage.choose and dry_run:
             results[stage.name] = results[stage.choose[0]]
-            say(f"stage {i}/{len(pipeline.stages)} {stage.name}: whichever of {', '.join(stage.choose)} has the higher mean dev LAS")
+            how = "dev LAS" if set(stage.choose) <= trained_here else "LAS on the target's dev trees, each parsing them"
+            say(f"stage {i}/{len(pipeline.stages)} {stage.name}: whichever of {', '.join(stage.choose)} has the higher mean {how}")
             continue
         if stage.choose:
-            trained_here = {s.name for s in pipeline.stages if s.config and s.data == "target" and s.name not in given}
             if set(stage.choose) <= trained_here:  # each validated on the target's dev trees in training
                 means, how = {name: mean_dev_las(results[name]) for name in stage.choose}, "dev LAS"
             else:  # a parser trained elsewhere never saw the target's dev: every one parses it alike

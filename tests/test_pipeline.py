@@ -174,6 +174,7 @@ def test_few_trees_labels_k_trees_chooses_on_k_dev_trees_and_counts_their_statis
     assert few[few.index("--data.labeled_size") + 1] == few[few.index("--data.dev_size") + 1] == "20"
     assert few[few.index("--statistics") + 1] == str(Path("out") / "statistics.yaml")
     assert "statistics count" in printed and "--trees 20" in printed and not (tmp_path / "out").exists()
+    assert "start: whichever of base, finetuned has the higher mean LAS on the target's dev trees" in printed
     pipeline.main(["few_trees", "--treebank", "UD_Wolof-WTB", "--root", root, "--output", "out", "--trees", "20",
                    "--statistics", "configs/facts/wolof.yaml", "--dry-run"])
     printed = capsys.readouterr().out
