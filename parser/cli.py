@@ -76,9 +76,10 @@ def _first_line(error: BaseException) -> str:
 
 
 def user_error(error: BaseException) -> BaseException | None:
-    """``error`` or the first error in its chain of causes that the user can fix, that names
-    the file the machine failed on or that says all (a :class:`Failure`) (an option's value checked while the command line
-    builds an object comes wrapped in the parser's own error), else ``None``."""
+    """``error`` or the first error in its chain of causes that the user can fix (an option's
+    value checked while the command line builds an object comes wrapped in the parser's own
+    error), that names the file the machine failed on, or that says all (a :class:`Failure`);
+    else ``None``."""
     while error is not None and not (isinstance(error, (*USER_ERRORS, Failure))
                                      or isinstance(error, OSError) and error.filename):
         error = error.__cause__ or error.__context__

@@ -240,11 +240,9 @@ def dev_trees(dev: Path, trees: int | None, output: Path) -> Path:
 
 
 def parsed_las(candidates: dict[str, Sequence[Run]], dev: Path, scratch: Path) -> dict[str, float]:
-    """Each candidate's mean LAS over its runs, every parser parsing ``dev`` alike (into ``scratch``)."""
-    from parser.evaluate import score_checkpoint
-
-    return {name: fmean([score_checkpoint(r.best, dev, scratch / f"{name}-{k}.conllu", precision="auto")["las"]
-                         for k, r in enumerate(runs)]) for name, runs in candidates.items()}
+    """Each candidate's mean LAS over its runs, every parser parsing ``dev`` alike (:func:`test_scores`, into ``scratch``)."""
+    return {name: fmean([test_scores(r.best, dev, scratch / f"{name}-{k}.conllu")["las"] for k, r in enumerate(runs)])
+            for name, runs in candidates.items()}
 
 
 def stage_overrides(stage: Stage, seed: int, treebank: str, root: str | None,
