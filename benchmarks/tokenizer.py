@@ -20,6 +20,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from benchmarks.common import TARGETS, add_root_option, markdown_table, portable, provenance, read_rows
@@ -40,15 +41,21 @@ def raw_text(gold: Path) -> str:
 
 
 def official_f1(gold: Path, system: Path) -> dict[str, float]:
-    """Tokens, sentences and words F1 (percent) of the CoNLL 2018 scorer (stanza 1.4.0's copy);
-    ``system`` has no trees, so each sentence gets a flat one first (the scorer reads HEAD as
-    an integer; these three scores do not look at it)."""
-    from stanza.utils import conll18_ud_eval as scorer
-
+    """Tokens, sentences and words F1 (percent) of the CoNLL 2018 scorer; ``system`` has no
+    trees, so each sentence gets a flat one first (the scorer reads HEAD as an integer; these
+    three scores do not look at it)."""
     sentences = read_conllu(system, trees=False)
     write_conllu(sentences, system, heads=[[0] + [1] * (len(s) - 1) for s in sentences])
+    return {f"{name}_f1": value for name, value in official(gold, system, ("Tokens", "Sentences", "Words")).items()}
+
+
+def official(gold: Path, system: Path, names: Sequence[str]) -> dict[str, float]:
+    """The CoNLL 2018 scorer's F1 (percent) of ``names`` ("Tokens", "LAS", ...), lower-cased
+    (stanza 1.4.0's copy of conll18_ud_eval.py)."""
+    from stanza.utils import conll18_ud_eval as scorer
+
     scores = scorer.evaluate(scorer.load_conllu_file(str(gold)), scorer.load_conllu_file(str(system)))
-    return {f"{name.lower()}_f1": round(100 * scores[name].f1, 2) for name in ("Tokens", "Sentences", "Words")}
+    return {name.lower(): round(100 * scores[name].f1, 2) for name in names}
 
 
 def product(*arguments: str, log: Path) -> float:

@@ -36,6 +36,11 @@ another seed beside the first (the ensemble's runs reused); ``--dry-run`` prints
 Only the stages the final parser is made from train; another (a parser trained only to be
 compared with) trains when asked, ``--also STAGE``.
 
+Every pipeline learns the target's tokenizer from the trees its target stages label (``treeexp
+tokenizer train``; the first K with ``--trees K``), into ``OUTPUT/tokenizer.udpipe``, saved beside
+the final parser so that it reads raw text (``--no-tokenizer``: not); ``--raw FILE``, the target's
+untokenised text, is read through it by every target stage whose terms read raw text.
+
 A pipeline owns its ``OUTPUT``: one run at a time (``OUTPUT/pipeline.lock``), and a row per stage
 and seed in ``OUTPUT/runs.jsonl`` as each run ends (dev scores, test scores with ``--test``, CPU
 minutes, peak memory, commit and command), the file ``treeexp pipeline report OUTPUT`` prints::
@@ -49,6 +54,8 @@ import argparse
 import dataclasses
 import json
 import os
+import shlex
+import shutil
 import sys
 from statistics import fmean
 from collections.abc import Callable, Iterator, Sequence
@@ -62,6 +69,7 @@ from objectives.conventions import ConfigurationError
 
 from parser.cli import run_reporting_errors
 from parser.data.datamodule import treebank_file
+from parser.data.tokenizer import TOKENIZER_FILE
 from parser.runs import CONFIGS, FINISHED, Run, config_path, finished, fit, fit_command, mean_dev_las, shell_line
 from parser.training.checkpoint import check_checkpoint_path
 from parser.training.callbacks import MONITOR
@@ -201,16 +209,60 @@ def teacher_runs(value: str | dict, where: str) -> TeacherRuns:
     return TeacherRuns(str(value["stage"]), value.get("runs", "seed"))
 
 
+def stage_terms(stage: Stage) -> Iterator[dict]:
+    """The terms (``model.terms`` entries) of every config of ``stage``."""
+    for name in stage.configs():
+        model = (yaml.safe_load(config_path(name).read_text(encoding="utf-8")) or {}).get("model") or {}
+        yield from (term for term in model.get("terms") or [] if isinstance(term, dict))
+
+
 def reads_statistics(pipeline: Pipeline, stages: set[str]) -> bool:
     """Whether a GE term of one of ``stages``' configs reads ``--statistics``."""
+    return any(isinstance(objective := term.get("objective"), dict)
+               and (objective.get("init_args") or {}).get("constraints") == "statistics"
+               for stage in pipeline.stages if stage.name in stages for term in stage_terms(stage))
+
+
+def reads_text(stage: Stage) -> bool:
+    """Whether a term of ``stage`` reads the raw text (``data: unlabeled``)."""
+    return any(term.get("data") == "unlabeled" for term in stage_terms(stage))
+
+
+def labeled_trees(pipeline: Pipeline, stages: set[str]) -> int | None:
+    """The most labeled trees (``data.labeled_size``) a target stage of ``stages`` reads; None: the whole file."""
+    sizes = []
     for stage in pipeline.stages:
-        for name in stage.configs() if stage.name in stages else ():
-            model = (yaml.safe_load(config_path(name).read_text(encoding="utf-8")) or {}).get("model") or {}
-            for term in model.get("terms") or []:
-                objective = term.get("objective") if isinstance(term, dict) else None
-                if isinstance(objective, dict) and (objective.get("init_args") or {}).get("constraints") == "statistics":
-                    return True
-    return False
+        if stage.name not in stages or not stage.config or stage.data != "target":
+            continue
+        size = None
+        for name in stage.configs():
+            data = (yaml.safe_load(config_path(name).read_text(encoding="utf-8")) or {}).get("data") or {}
+            size = data.get("labeled_size", size)
+        if "--data.labeled_size" in stage.args[:-1]:
+            size = int(stage.args[stage.args.index("--data.labeled_size") + 1])
+        if size is None:
+            return None
+        sizes.append(size)
+    return max(sizes, default=None)
+
+
+def target_tokenizer(train: Path, dev: Path, trees: int | None, output: Path, dry_run: bool,
+                     say: Callable[[str], None]) -> Path:
+    """``OUTPUT/tokenizer.udpipe``: sentence splitting and tokenisation learned from ``train``'s
+    first ``trees`` trees (None: all), early-stopped on as many dev trees; trained once (reused
+    where it exists); with ``dry_run`` only said."""
+    path = output / TOKENIZER_FILE
+    first = ["--sentences", str(trees)] if trees else []
+    say(f"tokenizer: {shlex.join(['treeexp', 'tokenizer', 'train', str(train), str(path), *first])}"
+        + (" (trained: reused)" if path.is_file() else ""))
+    if not dry_run and not path.is_file():
+        from parser.data.tokenizer import train_tokenizer
+
+        output.mkdir(parents=True, exist_ok=True)
+        partial = path.with_suffix(".partial")
+        train_tokenizer(train, partial, trees, heldout=dev_trees(dev, trees, output))
+        partial.replace(path)  # whole or not there: a stopped pipeline trains it again
+    return path
 
 
 def counted_statistics(train: Path, trees: int, output: Path, dry_run: bool, say: Callable[[str], None]) -> str:
@@ -228,15 +280,18 @@ def counted_statistics(train: Path, trees: int, output: Path, dry_run: bool, say
 
 def dev_trees(dev: Path, trees: int | None, output: Path) -> Path:
     """The target's dev trees a choice may read: ``dev`` whole, or its first ``trees`` sentences
-    written as they are (comments, multiword tokens) into ``OUTPUT/dev<K>.conllu``."""
-    if trees is None:
-        return dev
-    path = output / f"dev{trees}.conllu"
-    if not path.is_file():
-        blocks = [b for b in dev.read_text(encoding="utf-8").split("\n\n") if b.strip()][:trees]
-        output.mkdir(parents=True, exist_ok=True)
-        path.write_text("".join(b.strip("\n") + "\n\n" for b in blocks), encoding="utf-8")
-    return path
+    in ``OUTPUT/dev<K>.conllu`` (:func:`first_trees`)."""
+    return dev if trees is None else first_trees(dev, trees, output / f"dev{trees}.conllu")
+
+
+def first_trees(source: Path, trees: int, target: Path) -> Path:
+    """``source``'s first ``trees`` sentences written as they are (comments, multiword tokens)
+    into ``target`` (kept where it exists); ``target``."""
+    if not target.is_file():
+        blocks = [b for b in source.read_text(encoding="utf-8").split("\n\n") if b.strip()][:trees]
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text("".join(b.strip("\n") + "\n\n" for b in blocks), encoding="utf-8")
+    return target
 
 
 def parsed_las(candidates: dict[str, Sequence[Run]], dev: Path, scratch: Path) -> dict[str, float]:
@@ -260,12 +315,15 @@ def stage_overrides(stage: Stage, seed: int, treebank: str, root: str | None,
 
 def run(pipeline: Pipeline, treebank: str, output: Path, root: str | None = None, dry_run: bool = False,
         given: dict[str, str] | None = None, say: Callable[[str], None] = print,
-        statistics: str | None = None, also: Sequence[str] = (), trees: int | None = None) -> dict[str, list[Run]]:
+        statistics: str | None = None, also: Sequence[str] = (), trees: int | None = None,
+        raw: tuple[str, Path] | None = None) -> dict[str, list[Run]]:
     """Run (or with ``dry_run`` print) in order every stage the final parser needs and those
     ``also`` named, but those ``given`` (stage -> checkpoint); the runs of each stage.
     ``statistics``: the language's statistics or facts file, passed to every training run
     (``train.py --statistics``). ``trees``: the target's first K training trees are every
-    target stage's labeled trees (the rest its raw text) and its first K dev trees its dev set."""
+    target stage's labeled trees (the rest its raw text) and its first K dev trees its dev set.
+    ``raw``: (the target's untokenised text, a tokenizer): every target stage whose terms read
+    raw text reads it (``--data.unlabeled``), tokenised as the stream reads it."""
     results = pipeline.results
     given = given or {}
     if unknown := sorted(set(given) - {s.name for s in pipeline.stages}):
@@ -316,7 +374,9 @@ def run(pipeline: Pipeline, treebank: str, output: Path, root: str | None = None
             overrides = [*stage_overrides(stage, seed, treebank, root, checkpoints),
                          *(["--statistics", statistics] if statistics else []),
                          *(["--data.labeled_size", str(trees), "--data.dev_size", str(trees)]
-                           if trees is not None and stage.data == "target" else [])]
+                           if trees is not None and stage.data == "target" else []),
+                         *(["--data.unlabeled", raw[0], "--data.unlabeled_tokenizer", str(raw[1])]
+                           if raw and stage.data == "target" and reads_text(stage) else [])]
             configs = [config_path(name) for name in stage.configs()]
             if dry_run:
                 say(shell_line(fit_command(configs[0], overrides, folder)))
@@ -460,6 +520,11 @@ def main(argv: list[str] | None = None) -> None:
                      help="a few trees: the target's first K training trees are labeled (the rest raw text) and its "
                           "first K dev trees choose (never more); GE without --statistics reads the K trees' "
                           "statistics (counted into OUTPUT/statistics.yaml)")
+    cli.add_argument("--raw", default=None, metavar="FILE",
+                     help="the target's untokenised text (paragraphs between blank lines), read by every stage that "
+                          "learns from raw text, split and tokenised by the tokenizer the pipeline learns")
+    cli.add_argument("--no-tokenizer", action="store_true",
+                     help="learn no tokenizer (the parser then reads only tokenised text; no --raw)")
     cli.add_argument("--dry-run", action="store_true", help="print the train.py commands, train nothing")
     cli.add_argument("--debug", action="store_true", help="show the full traceback of an error")
     args = cli.parse_args(argv)
@@ -472,21 +537,37 @@ def main(argv: list[str] | None = None) -> None:
         given = dict(g.split("=", 1) for g in args.given)
         if args.trees is not None and args.trees < 1:
             raise ConfigurationError(f"--trees takes K >= 1 trees, not {args.trees} (no tree: the no_treebank pipeline)")
-        counted = args.trees and not args.statistics and reads_statistics(pipeline, pipeline.needed(args.also))
+        if args.raw and args.no_tokenizer:
+            raise ConfigurationError("--raw is read through the tokenizer the pipeline learns: drop --no-tokenizer")
+        if args.raw and not Path(args.raw).is_file():
+            raise FileNotFoundError(2, "no such raw text file (--raw)", args.raw)
+        needed = pipeline.needed(args.also)
+        counted = args.trees and not args.statistics and reads_statistics(pipeline, needed)
         options = {"given": given, "also": args.also, "trees": args.trees}
+
+        def prepare(dry_run: bool) -> tuple[str | None, Path | None]:
+            """The statistics the GE stages read and the tokenizer, each made first where needed."""
+            statistics = counted_statistics(train, args.trees, args.output, dry_run, print) if counted else args.statistics
+            tokenizer = None if args.no_tokenizer else target_tokenizer(
+                train, treebank_file(args.treebank, "dev", args.root), args.trees or labeled_trees(pipeline, needed),
+                args.output, dry_run, print)
+            return statistics, tokenizer
+
         if args.dry_run:
-            statistics = (counted_statistics(train, args.trees, args.output, True, print) if counted
-                          else args.statistics)
-            run(pipeline, args.treebank, args.output, args.root, dry_run=True, statistics=statistics, **options)
+            statistics, tokenizer = prepare(True)
+            run(pipeline, args.treebank, args.output, args.root, dry_run=True, statistics=statistics,
+                raw=args.raw and (args.raw, tokenizer), **options)
             return
         with owning(args.output):
-            statistics = (counted_statistics(train, args.trees, args.output, False, print) if counted
-                          else args.statistics)
-            run(pipeline, args.treebank, args.output, args.root, statistics=statistics, **options)
+            statistics, tokenizer = prepare(False)
+            run(pipeline, args.treebank, args.output, args.root, statistics=statistics,
+                raw=args.raw and (args.raw, tokenizer), **options)
             from parser.model import Parser
 
             final = best_run(pipeline.results[pipeline.final])
             saved = Parser.load(final.best).save(args.output / "parser")
+            if tokenizer:
+                shutil.copyfile(tokenizer, saved / TOKENIZER_FILE)
             if args.test:
                 test_file, scratch = treebank_file(args.treebank, "test", args.root), args.output / "test"
                 write_rows(args.output, [row if "test" in row else {**row, "test": test_scores(

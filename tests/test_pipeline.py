@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shlex
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from parser import pipeline, runs
+from parser.data import tokenizer
 from parser.data.sentences import read_conllu, write_conllu
 
 REPO = Path(__file__).resolve().parents[1]
@@ -59,12 +61,13 @@ stages:
   - {name: student, config: configs/distill.yaml, teacher: start, seeds: [2]}
   - {name: committee, config: configs/distill.yaml, teacher: {stage: tuned, runs: all}}
 """)
-    pipeline.main([str(path), "--treebank", "UD_Wolof-WTB", "--root", str(ud_dir), "--output", "out", "--dry-run"])
+    pipeline.main([str(path), "--treebank", "UD_Wolof-WTB", "--root", str(ud_dir), "--output", "out", "--dry-run",
+                   "--no-tokenizer"])
     lines = capsys.readouterr().out.splitlines()
     assert lines[5] == "stage 5/6 student: not trained (the final parser does not use it; --also student trains it)"
     assert len(lines) == 7 and "--model.teacher '[out/tuned" in lines[6]  # the committee, the final one, trains
     pipeline.main([str(path), "--treebank", "UD_Wolof-WTB", "--root", str(ud_dir), "--output", "out", "--dry-run",
-                   "--also", "student"])
+                   "--also", "student", "--no-tokenizer"])
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 7 and "--data.treebank" not in lines[0]  # the base keeps its own data
     assert "--data.root" in lines[0]
@@ -74,7 +77,7 @@ stages:
     assert ("--model.teacher '[out/tuned/seed1/likelihood/version_0/checkpoints/best.ckpt, "
             "out/tuned/seed2/likelihood/version_0/checkpoints/best.ckpt]'") in lines[6]  # every seed
     pipeline.main([str(path), "--treebank", "UD_Wolof-WTB", "--root", str(ud_dir), "--output", "out", "--dry-run",
-                   "--until", "tuned"])
+                   "--until", "tuned", "--no-tokenizer"])
     assert len(capsys.readouterr().out.splitlines()) == 3  # base and the two seeds of tuned
 
 
@@ -87,7 +90,7 @@ stages:
   - {name: round2, config: configs/distill.yaml, teacher: student}
 """)
     pipeline.main([str(path), "--treebank", "UD_Wolof-WTB", "--root", str(ud_dir), "--output", "out", "--dry-run"])
-    student, round2 = (shlex.split(line) for line in capsys.readouterr().out.splitlines()[1:])
+    student, round2 = [shlex.split(line) for line in capsys.readouterr().out.splitlines() if "train.py" in line][1:]
     configs = [str(runs.config_path(f"configs/{name}.yaml")) for name in ("likelihood_low_resource", "distill")]
     start = student.index("fit") + 1
     assert student[start:start + 4] == ["--config", configs[0], "--config", configs[1]]  # before the teacher: not unset
@@ -105,7 +108,7 @@ stages:
 """)
     pipeline.main([str(path), "--treebank", "UD_Wolof-WTB", "--root", str(ud_dir), "--output", "out", "--dry-run",
                    "--seed", "3"])
-    lines = [shlex.split(line) for line in capsys.readouterr().out.splitlines()]
+    lines = [shlex.split(line) for line in capsys.readouterr().out.splitlines() if "train.py" in line]
     assert [line[line.index("--seed_everything") + 1] for line in lines] == ["1", "2", "3", "3"]
     assert lines[2][lines[2].index("--model.teacher") + 1].count("out/teachers/seed") == 2  # the ensemble's runs
     assert lines[3][lines[3].index("--model.teacher") + 1] == "out/student/seed3/distill/version_0/checkpoints/best.ckpt"
@@ -185,6 +188,38 @@ def test_few_trees_labels_k_trees_chooses_on_k_dev_trees_and_counts_their_statis
     assert stop.value.code == 2 and "no_treebank pipeline" in capsys.readouterr().err
 
 
+def test_a_pipeline_learns_the_targets_tokenizer_from_its_labeled_trees_and_reads_raw_text_through_it(
+        ud_dir, tmp_path, capsys, monkeypatch):
+    """The tokenizer learns from the trees the target's stages label (100 in transfer.yaml, K with
+    --trees) and early-stops on as many dev trees; --raw reaches only the stages that read raw text."""
+    root = str(ud_dir.resolve())
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "wolof.txt").write_text("Ndax yow la. Waaw.\n")
+    pipeline.main(["transfer", "--treebank", "UD_Wolof-WTB", "--root", root, "--output", "out", "--raw", "wolof.txt",
+                   "--dry-run"])
+    printed = capsys.readouterr().out.splitlines()
+    tokenizer = shlex.split(printed[0].removeprefix("tokenizer: "))
+    assert tokenizer[:3] == ["treeexp", "tokenizer", "train"] and tokenizer[-3:] == [
+        str(Path("out") / "tokenizer.udpipe"), "--sentences", "100"]
+    commands = {line[line.index("--trainer.default_root_dir") + 1].split("/")[1]: line
+                for line in map(shlex.split, printed) if "train.py" in line}
+    assert set(commands) == {"base", "finetuned", "target_only", "student"}
+    reading = {stage for stage, line in commands.items() if "--data.unlabeled" in line}
+    assert reading == {"student"}  # the one stage whose terms read raw text
+    student = commands["student"]
+    assert student[student.index("--data.unlabeled") + 1] == "wolof.txt"
+    assert student[student.index("--data.unlabeled_tokenizer") + 1] == str(Path("out") / "tokenizer.udpipe")
+    pipeline.main(["few_trees", "--treebank", "UD_Wolof-WTB", "--root", root, "--output", "out", "--trees", "20",
+                   "--dry-run"])
+    assert shlex.split(capsys.readouterr().out.splitlines()[1])[-2:] == ["--sentences", "20"]  # after the statistics
+    for extra, message in ((["--raw", "wolof.txt", "--no-tokenizer"], "drop --no-tokenizer"),
+                           (["--raw", "nowhere.txt"], "nowhere.txt")):
+        with pytest.raises(SystemExit) as stop:
+            pipeline.main(["transfer", "--treebank", "UD_Wolof-WTB", "--root", root, "--output", "out", *extra])
+        error = capsys.readouterr().err.strip()
+        assert stop.value.code == 2 and message in error and "\n" not in error, error
+
+
 def test_a_choice_with_a_parser_trained_elsewhere_parses_the_first_k_dev_trees_with_each(ud_dir, tmp_path,
                                                                                          monkeypatch):
     """A base as it is never saw the target's dev: every candidate parses the same K dev trees
@@ -242,8 +277,11 @@ def test_a_two_stage_pipeline_trains_scores_saves_and_is_reused(tiny_bert_dir, u
     path = write_pipeline(tmp_path / "p.yaml", tiny_bert_dir, TWO_STAGES)
     monkeypatch.chdir(REPO)
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    monkeypatch.setattr(tokenizer, "train_tokenizer", functools.partial(tokenizer.train_tokenizer, epochs=1))
     pipeline.main([str(path), "--treebank", "UD_Tiny", "--root", str(root), "--output", str(tmp_path / "out"), "--test"])
     lines = capsys.readouterr().out.splitlines()
+    learned = tmp_path / "out" / "tokenizer.udpipe"  # from every tree of the file: the stages label them all
+    assert (tmp_path / "out" / "parser" / "tokenizer.udpipe").read_bytes() == learned.read_bytes()
     assert [line.split(":")[0] for line in lines if re.match(r"stage \d+/\d+ ", line)] == [
         "stage 1/2 teachers, seed 1", "stage 1/2 teachers, seed 1", "stage 1/2 teachers, seed 2",
         "stage 1/2 teachers, seed 2", "stage 2/2 student, seed 1", "stage 2/2 student, seed 1"]
