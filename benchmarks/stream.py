@@ -1,10 +1,19 @@
-"""Unlabeled data as a stream, and training on several CPU processes, through train.py.
+"""Unlabeled data as a stream, training on several CPU processes (through train.py), and a
+corpus parsed as a stream (through ``treeexp parse``).
 
     python -m benchmarks.stream make [--dir /tmp/treeexp-stream]   # EWT train sentences repeated:
                                                                   #   10k.txt, 1m.txt, 1m.txt.gz
     python -m benchmarks.stream corpora [--dir ...] [--steps 8]    # time to the first step, peak RSS,
                                                                   #   sentences/s, per corpus
     python -m benchmarks.stream processes [--steps 16]             # training sentences/s, 1 and 2 processes
+    python -m benchmarks.stream parse --checkpoint CKPT [--dir ...] [--repeats 3]
+                                                                  # parsing 10k.txt and 1m.txt: peak RSS,
+                                                                  #   sentences/s
+
+``parse`` runs ``treeexp parse CKPT CORPUS -`` (output discarded) in a fresh one-thread process
+per run, its peak RSS that process's own: 10k.txt with the default window and, as the
+baseline, with one window holding the whole file (what parsing did before it streamed),
+interleaved ``--repeats`` times (medians), then 1m.txt once with the default window.
 
 Every run is ``python train.py fit`` in a fresh process (the entropy recipe with
 ``--data.unlabeled CORPUS``, or the likelihood recipe), with ``Timing`` among its callbacks:
@@ -20,6 +29,8 @@ import gzip
 import json
 import os
 import resource
+import shlex
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -30,6 +41,7 @@ from pathlib import Path
 import torch
 from lightning.pytorch import Callback
 
+from benchmarks.common import markdown_table
 from parser.data.datamodule import DependencyDataModule
 
 REPO = Path(__file__).resolve().parents[1]
@@ -96,14 +108,54 @@ def train(args: list[str], processes: int = 1) -> dict:
         return json.loads(output.read_text())
 
 
+def parse(checkpoint: str, corpus: Path, window: int | None = None) -> dict:
+    """``treeexp parse CHECKPOINT CORPUS -`` (output discarded) in a fresh one-thread process:
+    its seconds, sentences/s and peak RSS (its own, from ``wait4``)."""
+    command = [sys.executable, "-m", "parser.main", "parse", checkpoint, str(corpus), "-", "--no-progress",
+               *(["--window", str(window)] if window else [])]
+    start = time.perf_counter()
+    child = subprocess.Popen(command, cwd=REPO, env={**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"},
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(child.pid, 0)
+    seconds = time.perf_counter() - start
+    if os.waitstatus_to_exitcode(status):
+        raise RuntimeError(f"{shlex.join(command)} failed: {child.stderr.read().decode()[-2000:]}")
+    with open(corpus, "rb") as lines:
+        sentences = sum(1 for _ in lines)
+    return {"seconds": seconds, "sentences_per_s": sentences / seconds, "peak_rss_mib": usage.ru_maxrss / 1024}
+
+
+def parse_report(checkpoint: str, directory: Path, repeats: int) -> str:
+    """:func:`parse` of 10k.txt by window (the default, and the whole file: the baseline),
+    interleaved, medians; then 1m.txt with the default window; a markdown table."""
+    runs: dict[str, list[dict]] = {"default": [], "whole file": []}
+    for _ in range(repeats):
+        runs["default"].append(parse(checkpoint, directory / "10k.txt"))
+        runs["whole file"].append(parse(checkpoint, directory / "10k.txt", window=10_000))
+    rows = [[f"10k.txt ({repeats} runs, medians)", name, *(statistics.median(r[key] for r in measured)
+                                                           for key in ("sentences_per_s", "peak_rss_mib"))]
+            for name, measured in runs.items()]
+    large = parse(checkpoint, directory / "1m.txt")
+    rows.append(["1m.txt (1 run)", "default", large["sentences_per_s"], large["peak_rss_mib"]])
+    return markdown_table(["corpus", "window", "sentences/s", "peak RSS (MiB)"],
+                          [[corpus, window, f"{speed:.0f}", f"{rss:.0f}"] for corpus, window, speed, rss in rows])
+
+
 def main(argv: list[str] | None = None) -> None:
     cli = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    cli.add_argument("what", choices=["make", "corpora", "processes"])
+    cli.add_argument("what", choices=["make", "corpora", "processes", "parse"])
     cli.add_argument("--dir", type=Path, default=Path("/tmp/treeexp-stream"))
     cli.add_argument("--steps", type=int, default=None)
+    cli.add_argument("--checkpoint", help="parse: a saved parser (a checkpoint or a directory)")
+    cli.add_argument("--repeats", type=int, default=3, help="parse: runs of each 10k.txt variant")
     args = cli.parse_args(argv)
     if args.what == "make":
         make(args.dir)
+        return
+    if args.what == "parse":
+        if not args.checkpoint:
+            cli.error("parse needs --checkpoint")
+        print(parse_report(args.checkpoint, args.dir, args.repeats))
         return
     if args.what == "corpora":
         print("| corpus | time to first step (s) | peak RSS (MiB) | sentences/s |\n|---|---|---|---|")
