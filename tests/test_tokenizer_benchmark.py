@@ -28,3 +28,28 @@ def test_the_same_tokens_score_100_and_the_report_shows_the_row(tmp_path):
            "words_f1": 98.25, "train_seconds": 12.5, "commit": "0123456789abcdef", "command": "python -m x"}
     results.write_text(json.dumps(row) + "\n", encoding="utf-8")
     assert report(results).splitlines()[-1] == "| UD_X | 100 | 20 | 99.50 | 80.00 | 98.25 | 12.5 | 0123456 |"
+
+
+def test_raw_text_parses_score_by_the_official_scorer_and_the_report_keeps_each_systems_last_row(tmp_path):
+    """benchmarks.raw_text: a parse with the gold words and trees scores 100 on every measure; a
+    wrong head lowers UAS and LAS only; the report shows UDPipe 2's raw LAS for whole files."""
+    from benchmarks.raw_text import SCORES, official, report
+
+    system = tmp_path / "system.conllu"
+    shutil.copy(FIXTURE, system)
+    assert set(official(FIXTURE, system, SCORES).values()) == {100.0}
+    lines = FIXTURE.read_text(encoding="utf-8").splitlines()
+    word = next(i for i, line in enumerate(lines) if line.split("\t")[0] == "2")
+    columns = lines[word].split("\t")
+    columns[6] = "3" if columns[6] != "3" else "1"
+    lines[word] = "\t".join(columns)
+    system.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    scores = official(FIXTURE, system, SCORES)
+    assert scores["uas"] < 100 and scores["las"] < 100 and scores["tokens"] == scores["upos"] == 100
+    row = {"treebank": "UD_Wolof-WTB", "train_sentences": 1188, "system": "treeexp", **dict.fromkeys(
+        ("tokens", "sentences", "words", "upos", "uas", "las"), 90.0), "gold_tokens_las": 95.0, "commit": "abcdef0123"}
+    older = {**row, "las": 10.0}
+    table = report([older, row, {**row, "train_sentences": 100}]).splitlines()
+    assert len(table) == 4  # header, rule, one row per (treebank, trees, system): the last
+    assert table[2].startswith("| UD_Wolof-WTB | 100 | treeexp |") and table[2].endswith("| 95.00 |  | abcdef0 |")
+    assert table[3].endswith("| 90.00 | 95.00 | 78.02 | abcdef0 |")
