@@ -5,7 +5,9 @@ tokenisation: every syntactic word counts, punctuation included; DEPREL is compa
 its universal part (before ``:``); CLAS is the F1 over content words, i.e. gold words
 with a content gold DEPREL against system words with a content system DEPREL, a word
 being correct when HEAD and universal DEPREL match; UPOS is the share of words with the
-gold tag. Both files must hold valid trees over the same words; ``--validate`` first counts
+gold tag. Both files must hold valid trees, over the same words or over the same text tokenised
+otherwise (a parse of raw text: words aligned as the official scorer aligns them,
+:mod:`parser.word_alignment`, and tokens, sentences and words F1 reported); ``--validate`` first counts
 what UD's validator rejects in PRED: HEAD 0 without DEPREL ``root`` or the reverse, sentences
 without exactly one word on the root, cycles.
 
@@ -27,6 +29,7 @@ from objectives.arborescence import is_tree
 from parser.cli import run_reporting_errors
 from parser.data.sentences import ConlluError, Sentence, parse_record, read_conllu, records
 from parser.data.vocab import universal_deprel
+from parser.word_alignment import align, check_same_text, tokenised
 
 ROOT = "root"  # UD: DEPREL is root exactly where HEAD is 0
 
@@ -90,21 +93,63 @@ def labeled_attachments(gold: Sentence, pred: Sentence) -> list[bool]:
 
 
 def scores(gold_path: str | os.PathLike, pred_path: str | os.PathLike) -> dict[str, Score]:
-    """``{"upos", "uas", "las", "clas"}`` -> Score of the predicted file against the gold one."""
-    words = uas = las = clas = gold_content = system_content = upos = 0
-    for g, p in aligned(gold_path, pred_path):
-        upos += sum(a == b for a, b in zip(g.upos, p.upos))
-        words += len(g)
-        uas += sum(head == gold_head for gold_head, head in zip(g.heads, p.heads))
-        attached = labeled_attachments(g, p)
-        las += sum(attached)
-        for gold_deprel, deprel, right in zip(g.deprels, p.deprels, attached):
-            gold_deprel, deprel = universal_deprel(gold_deprel), universal_deprel(deprel)
-            gold_content += gold_deprel in CONTENT_DEPRELS
-            system_content += deprel in CONTENT_DEPRELS
-            clas += right and gold_deprel in CONTENT_DEPRELS
-    return {"upos": Score(upos, words, words), "uas": Score(uas, words, words),  # the official scorer's order
-            "las": Score(las, words, words), "clas": Score(clas, gold_content, system_content)}
+    """``{"upos", "uas", "las", "clas"}`` -> Score of the predicted file against the gold one. Where
+    the predicted file tokenises the text otherwise (a parse of raw text) its words are aligned to
+    the gold ones first (:mod:`parser.word_alignment`), and ``tokens``, ``sentences`` and ``words``
+    come first, as in the official scorer's table."""
+    gold, pred = read_conllu(gold_path), read_conllu(pred_path)
+    gold_words, pred_words = _flat(gold), _flat(pred)
+    if len(gold) == len(pred) and all(g.words == p.words for g, p in zip(gold, pred)):
+        return _attachment_scores(gold_words, pred_words, {k: k for k in range(len(gold_words.heads))})
+    gold_text, pred_text = tokenised(gold), tokenised(pred)
+    check_same_text(gold_text, pred_text)
+    pairs = align(gold_text.words, pred_text.words)
+    return {"tokens": _same_spans(gold_text.tokens, pred_text.tokens),
+            "sentences": _same_spans(gold_text.sentences, pred_text.sentences),
+            "words": Score(len(pairs), len(gold_text.words), len(pred_text.words)),
+            **_attachment_scores(gold_words, pred_words, pairs)}
+
+
+@dataclass(frozen=True)
+class _Words:
+    """A file's words in one list: UPOS, universal DEPREL and the file-wide index of the head (None: the root)."""
+
+    upos: list[str]
+    deprels: list[str]
+    heads: list[int | None]
+
+
+def _flat(sentences: Sequence[Sentence]) -> _Words:
+    upos, deprels, heads = [], [], []
+    for sentence in sentences:
+        base = len(heads)
+        upos += sentence.upos
+        deprels += [universal_deprel(d) for d in sentence.deprels]
+        heads += [base + head - 1 if head else None for head in sentence.heads]
+    return _Words(upos, deprels, heads)
+
+
+def _same_spans(gold: Sequence[tuple[int, int]], system: Sequence[tuple[int, int]]) -> Score:
+    return Score(len(set(gold) & set(system)), len(gold), len(system))
+
+
+def _attachment_scores(gold: _Words, system: _Words, pairs: dict[int, int]) -> dict[str, Score]:
+    """UPOS, UAS, LAS and CLAS of the aligned ``pairs`` (system word -> gold word): a head is
+    right where both words hang from the root or the system head is aligned to the gold head."""
+    upos = uas = las = clas = 0
+    for s, g in pairs.items():
+        upos += gold.upos[g] == system.upos[s]
+        head = system.heads[s]
+        right = gold.heads[g] is None if head is None else pairs.get(head, -1) == gold.heads[g]
+        uas += right
+        labeled = right and gold.deprels[g] == system.deprels[s]
+        las += labeled
+        clas += labeled and gold.deprels[g] in CONTENT_DEPRELS
+    gold_words, system_words = len(gold.heads), len(system.heads)
+    return {"upos": Score(upos, gold_words, system_words), "uas": Score(uas, gold_words, system_words),
+            "las": Score(las, gold_words, system_words),
+            "clas": Score(clas, sum(d in CONTENT_DEPRELS for d in gold.deprels),
+                          sum(d in CONTENT_DEPRELS for d in system.deprels))}
 
 
 def evaluate(gold_path: str | os.PathLike, pred_path: str | os.PathLike) -> dict[str, float]:
@@ -216,7 +261,8 @@ def format_table(results: dict[str, Score]) -> str:
 def main(argv: list[str] | None = None) -> None:
     cli = argparse.ArgumentParser(description="UAS, LAS and CLAS (CoNLL 2018 definitions).")
     cli.add_argument("gold", help="gold CoNLL-U file")
-    cli.add_argument("pred", help="predicted CoNLL-U file with the same words")
+    cli.add_argument("pred", help="predicted CoNLL-U file: the same words, or the same text tokenised otherwise "
+                                  "(a parse of raw text: its words aligned as the official scorer aligns them)")
     cli.add_argument("--nonprojective", action="store_true",
                      help="also report non-projective tree shares (gold, predicted) and head accuracy on crossing arcs")
     cli.add_argument("--validate", action="store_true",
