@@ -229,7 +229,8 @@ def reads_text(stage: Stage) -> bool:
 
 
 def labeled_trees(pipeline: Pipeline, stages: set[str]) -> int | None:
-    """The most labeled trees (``data.labeled_size``) a target stage of ``stages`` reads; None: the whole file."""
+    """The most labeled trees (``data.labeled_size``) a target stage of ``stages`` reads; None: the
+    whole file; 0 where none reads the target's trees (every stage keeps its own data)."""
     sizes = []
     for stage in pipeline.stages:
         if stage.name not in stages or not stage.config or stage.data != "target":
@@ -243,7 +244,7 @@ def labeled_trees(pipeline: Pipeline, stages: set[str]) -> int | None:
         if size is None:
             return None
         sizes.append(size)
-    return max(sizes, default=None)
+    return max(sizes, default=0)
 
 
 def target_tokenizer(train: Path, dev: Path, trees: int | None, output: Path, dry_run: bool,
@@ -545,13 +546,20 @@ def main(argv: list[str] | None = None) -> None:
         counted = args.trees and not args.statistics and reads_statistics(pipeline, needed)
         options = {"given": given, "also": args.also, "trees": args.trees}
 
+        labeled = args.trees or labeled_trees(pipeline, needed)
+        if labeled == 0 and args.raw:
+            raise ConfigurationError("--raw is tokenised by a tokenizer learned from the target's trees, and this "
+                                     "pipeline labels none: give tokenised text (one sentence per line) instead")
+
         def prepare(dry_run: bool) -> tuple[str | None, Path | None]:
             """The statistics the GE stages read and the tokenizer, each made first where needed."""
             statistics = counted_statistics(train, args.trees, args.output, dry_run, print) if counted else args.statistics
-            tokenizer = None if args.no_tokenizer else target_tokenizer(
-                train, treebank_file(args.treebank, "dev", args.root), args.trees or labeled_trees(pipeline, needed),
-                args.output, dry_run, print)
-            return statistics, tokenizer
+            if args.no_tokenizer or labeled == 0:
+                print("tokenizer: none (" + ("--no-tokenizer" if args.no_tokenizer else "no labeled tree to learn from")
+                      + "): the parser reads tokenised text")
+                return statistics, None
+            dev = treebank_file(args.treebank, "dev", args.root)
+            return statistics, target_tokenizer(train, dev, labeled, args.output, dry_run, print)
 
         if args.dry_run:
             statistics, tokenizer = prepare(True)

@@ -37,6 +37,13 @@ def write_pipeline(path: Path, encoder: Path, stages: str) -> Path:
     return path
 
 
+def stage_lines(printed: str) -> list[str]:
+    """A dry run's lines but its first, the tokenizer's."""
+    lines = printed.splitlines()
+    assert lines[0].startswith("tokenizer: ")
+    return lines[1:]
+
+
 TWO_STAGES = """
 stages:
   - name: teachers
@@ -61,14 +68,13 @@ stages:
   - {name: student, config: configs/distill.yaml, teacher: start, seeds: [2]}
   - {name: committee, config: configs/distill.yaml, teacher: {stage: tuned, runs: all}}
 """)
-    pipeline.main([str(path), "--treebank", "UD_Wolof-WTB", "--root", str(ud_dir), "--output", "out", "--dry-run",
-                   "--no-tokenizer"])
-    lines = capsys.readouterr().out.splitlines()
+    pipeline.main([str(path), "--treebank", "UD_Wolof-WTB", "--root", str(ud_dir), "--output", "out", "--dry-run"])
+    lines = stage_lines(capsys.readouterr().out)
     assert lines[5] == "stage 5/6 student: not trained (the final parser does not use it; --also student trains it)"
     assert len(lines) == 7 and "--model.teacher '[out/tuned" in lines[6]  # the committee, the final one, trains
     pipeline.main([str(path), "--treebank", "UD_Wolof-WTB", "--root", str(ud_dir), "--output", "out", "--dry-run",
-                   "--also", "student", "--no-tokenizer"])
-    lines = capsys.readouterr().out.splitlines()
+                   "--also", "student"])
+    lines = stage_lines(capsys.readouterr().out)
     assert len(lines) == 7 and "--data.treebank" not in lines[0]  # the base keeps its own data
     assert "--data.root" in lines[0]
     assert "--model.init out/base/seed1/likelihood/version_0/checkpoints/best.ckpt" in lines[2]
@@ -77,8 +83,8 @@ stages:
     assert ("--model.teacher '[out/tuned/seed1/likelihood/version_0/checkpoints/best.ckpt, "
             "out/tuned/seed2/likelihood/version_0/checkpoints/best.ckpt]'") in lines[6]  # every seed
     pipeline.main([str(path), "--treebank", "UD_Wolof-WTB", "--root", str(ud_dir), "--output", "out", "--dry-run",
-                   "--until", "tuned", "--no-tokenizer"])
-    assert len(capsys.readouterr().out.splitlines()) == 3  # base and the two seeds of tuned
+                   "--until", "tuned"])
+    assert len(stage_lines(capsys.readouterr().out)) == 3  # base and the two seeds of tuned
 
 
 def test_a_stage_of_several_configs_reads_each_over_the_one_before_its_teacher(ud_dir, tmp_path, capsys):
@@ -212,10 +218,14 @@ def test_a_pipeline_learns_the_targets_tokenizer_from_its_labeled_trees_and_read
     pipeline.main(["few_trees", "--treebank", "UD_Wolof-WTB", "--root", root, "--output", "out", "--trees", "20",
                    "--dry-run"])
     assert shlex.split(capsys.readouterr().out.splitlines()[1])[-2:] == ["--sentences", "20"]  # after the statistics
-    for extra, message in ((["--raw", "wolof.txt", "--no-tokenizer"], "drop --no-tokenizer"),
-                           (["--raw", "nowhere.txt"], "nowhere.txt")):
+    pipeline.main(["no_treebank", "--treebank", "UD_Wolof-WTB", "--root", root, "--output", "out", "--statistics",
+                   "configs/facts/wolof.yaml", "--dry-run"])
+    assert "tokenizer: none (no labeled tree to learn from)" in capsys.readouterr().out
+    for name, extra, message in (("transfer", ["--raw", "wolof.txt", "--no-tokenizer"], "drop --no-tokenizer"),
+                                 ("transfer", ["--raw", "nowhere.txt"], "nowhere.txt"),
+                                 ("no_treebank", ["--raw", "wolof.txt"], "this pipeline labels none")):
         with pytest.raises(SystemExit) as stop:
-            pipeline.main(["transfer", "--treebank", "UD_Wolof-WTB", "--root", root, "--output", "out", *extra])
+            pipeline.main([name, "--treebank", "UD_Wolof-WTB", "--root", root, "--output", "out", *extra])
         error = capsys.readouterr().err.strip()
         assert stop.value.code == 2 and message in error and "\n" not in error, error
 
