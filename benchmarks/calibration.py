@@ -31,14 +31,13 @@ appends one JSON row per run (its scores, the commit and the exact command).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
-from benchmarks.common import add_root_option, machine, markdown_table, provenance, setup
+from benchmarks.common import add_root_option, append_row, machine, markdown_table, provenance, setup
 from objectives.mtt import marginals
 from parser.data.batch import collate
 from parser.data.datamodule import treebank_file
@@ -149,9 +148,8 @@ def main() -> None:
         parsers = [Parser.load(path) for path in checkpoint.split(",")]
         row = report(head_marginals(parsers, text, temperatures), args.bins)
         if args.results:
-            with open(args.results, "a", encoding="utf-8") as file:
-                file.write(json.dumps({"run": name, "checkpoint": checkpoint, "treebank": treebank, "split": args.split,
-                                       **{k: round(v, 6) for k, v in row.items()}, **recorded}) + "\n")
+            append_row(args.results, {"run": name, "checkpoint": checkpoint, "treebank": treebank, "split": args.split,
+                                      **{k: round(v, 6) for k, v in row.items()}, **recorded})
         rows.append([name, treebank.removeprefix("UD_"), f"{row['words']:,}", f"{row['tree_uas']:.2f}",
                      f"{row['expected_uas']:.2f}", f"{row['accuracy']:.2f}", f"{row['confidence']:.2f}",
                      f"{row['over_confidence']:+.2f}", f"{row['ece']:.2f}", f"{row['nll']:.3f}", f"{row['entropy']:.3f}",

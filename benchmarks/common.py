@@ -1,6 +1,7 @@
-"""What the benchmark drivers share: a result row's provenance, a results file's rows and a run folder's name,
-the recorded rows' files and what several tables cite (the transfer targets, UDPipe 2's published scores, the
-whole-file run, grouped bars), then timing helpers (interleaved repeats, medians, peak memory).
+"""What the benchmark drivers share: a result row's provenance, a results file's rows (read and appended) and a
+run folder's name, the recorded rows' files and what several tables cite (the transfer targets, UDPipe 2's
+published scores, the whole-file run, grouped bars), timing helpers (interleaved repeats, peak memory), then the
+tables' formats (markdown tables, mean ± sd).
 
 The machines these run on are shared, so every comparison runs its contenders
 round-robin over the same inputs (each repeat times every contender once, in a rotating
@@ -54,6 +55,13 @@ def provenance(arguments: Sequence[str]) -> dict:
     shell line, and the date (which tells the machine whose minutes the row reports)."""
     return {"commit": commit(), "command": shell_line(["python", *arguments]),
             "date": datetime.date.today().isoformat()}
+
+
+def append_row(results: Path, row: dict) -> None:
+    """Append ``row`` to the JSON-lines file ``results`` (its folder made where missing)."""
+    Path(results).parent.mkdir(parents=True, exist_ok=True)
+    with open(results, "a", encoding="utf-8") as lines:
+        lines.write(json.dumps(row) + "\n")
 
 
 def read_rows(results: Path) -> list[dict]:
@@ -221,14 +229,6 @@ def interleaved_chunks(
     return times
 
 
-def median(values: list[float]) -> float:
-    return statistics.median(values)
-
-
-def medians(times: dict[str, list[float]]) -> dict[str, float]:
-    return {name: median(values) for name, values in times.items()}
-
-
 def peak_memory(function: Callable[[], object], device: str | torch.device = "cpu") -> int:
     """Peak bytes allocated by torch on ``device`` during one call, above what was live
     before it: CUDA's allocator statistics, or on CPU the torch profiler's memory events
@@ -263,7 +263,17 @@ def fmt_mib(n: float) -> str:
     return f"{n / 2**20:.2f} MiB"
 
 
-def markdown_table(header: list[str], rows: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+def markdown_table(header: list[str], rows: list[list], align: str = "") -> str:
+    """A markdown table; ``align`` has a letter per column, ``l`` (the default) or ``r`` (right-aligned)."""
+    lines = ["| " + " | ".join(header) + " |",
+             "|" + "|".join("---:" if side == "r" else "---" for side in align.ljust(len(header), "l")) + "|"]
     lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
     return "\n".join(lines)
+
+
+def mean_sd(values: Sequence[float], digits: int = 2, empty: str = "", single: str = "") -> str:
+    """``mean ± sd`` of ``values`` to ``digits`` places; ``single`` after the mean of one value, ``empty`` for none."""
+    if not values:
+        return empty
+    mean = f"{statistics.mean(values):.{digits}f}"
+    return mean + (f" ± {statistics.stdev(values):.{digits}f}" if len(values) > 1 else single)

@@ -37,20 +37,11 @@ import os
 import sys
 from collections import Counter
 from pathlib import Path
+from statistics import median
 
 import torch
 
-from benchmarks.common import (
-    fmt_mib,
-    fmt_ms,
-    interleaved,
-    interleaved_chunks,
-    machine,
-    markdown_table,
-    median,
-    peak_memory,
-    setup,
-)
+from benchmarks.common import fmt_mib, fmt_ms, interleaved, interleaved_chunks, machine, markdown_table, peak_memory, setup
 from objectives import baselines as bl
 from objectives.conventions import arc_mask
 from objectives.expectations import covariance_with_arcs, entropy, expectation

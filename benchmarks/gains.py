@@ -19,12 +19,11 @@ LAS as the CoNLL 2018 scorer counts it (``parser.evaluate``). Nothing is trained
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from dataclasses import dataclass
 
-from benchmarks.common import add_root_option, markdown_table, provenance
+from benchmarks.common import add_root_option, append_row, markdown_table, provenance
 from parser.cli import run_reporting_errors
 from parser.data.datamodule import treebank_file
 from parser.data.sentences import Sentence, read_conllu
@@ -125,14 +124,13 @@ def main(argv: list[str] | None = None) -> None:
         print(f"\n{args.treebank}, {args.labeled} labeled: {name} against the baseline\n")
         print(table(name, compared))
         if args.results:
-            with open(args.results, "a", encoding="utf-8") as file:
-                file.write(json.dumps({
-                    "run": name, "treebank": args.treebank, "labeled": args.labeled, "baseline": args.baseline,
-                    "predictions": predictions, "reference": args.reference,
-                    "groups": {k: {"words": g.words, "baseline": round(g.baseline, 4), "run": round(g.run, 4),
-                                   "reference": None if g.reference is None else round(g.reference, 4)}
-                               for k, g in compared.items()},
-                    **recorded}) + "\n")
+            append_row(args.results, {
+                "run": name, "treebank": args.treebank, "labeled": args.labeled, "baseline": args.baseline,
+                "predictions": predictions, "reference": args.reference,
+                "groups": {k: {"words": g.words, "baseline": round(g.baseline, 4), "run": round(g.run, 4),
+                               "reference": None if g.reference is None else round(g.reference, 4)}
+                           for k, g in compared.items()},
+                **recorded})
 
 
 if __name__ == "__main__":

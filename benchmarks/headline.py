@@ -20,10 +20,9 @@ Where each number comes from (nothing is typed in here):
 from __future__ import annotations
 
 import argparse
-import statistics
 from pathlib import Path
 
-from benchmarks.common import LOW_RESOURCE, ROOT, grouped_bars
+from benchmarks.common import LOW_RESOURCE, ROOT, grouped_bars, markdown_table, mean_sd
 from benchmarks.recorded import Language, languages
 from parser.drawing import report_errors
 
@@ -32,21 +31,14 @@ BARS = (("supervised", "supervised, 100 trees", "0.6"), ("recipe", "new-language
         ("full", "full training file", "C0"), ("udpipe", "UDPipe 2 (published)", "0.85"))
 
 
-def _mean(values: list[float]) -> str:
-    text = f"{statistics.mean(values):.1f}"
-    return text + (f" ± {statistics.stdev(values):.1f}" if len(values) > 1 else " (1 seed)")
-
-
 def table(found: list[Language]) -> str:
     """Markdown: a line per language, test LAS mean ± sd over seeds."""
-    lines = ["| treebank | supervised, 100 trees | recipe, 100 trees | full training file | UDPipe 2 |",
-             "|---|---:|---:|---:|---:|"]
-    for language in found:
-        full = "-" if language.full is None else f"{language.full:.1f}"
-        udpipe = "-" if language.udpipe is None else f"{language.udpipe:.1f}"
-        lines.append(f"| {language.name} | {_mean(language.supervised)} | **{_mean(language.recipe)}** "
-                     f"| {full} | {udpipe} |")
-    return "\n".join(lines)
+    rows = [[language.name, mean_sd(language.supervised, 1, single=" (1 seed)"),
+             f"**{mean_sd(language.recipe, 1, single=' (1 seed)')}**",
+             "-" if language.full is None else f"{language.full:.1f}",
+             "-" if language.udpipe is None else f"{language.udpipe:.1f}"] for language in found]
+    return markdown_table(["treebank", "supervised, 100 trees", "recipe, 100 trees", "full training file", "UDPipe 2"],
+                          rows, "lrrrr")
 
 
 def figure(found: list[Language], output: Path) -> Path:

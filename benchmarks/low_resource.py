@@ -35,7 +35,7 @@ from pathlib import Path
 import torch
 import yaml
 
-from benchmarks.common import add_root_option, folder_name, read_rows
+from benchmarks.common import add_root_option, append_row, folder_name, markdown_table, mean_sd, read_rows
 from benchmarks.recorded import ALL, DEFAULT_TREEBANK, Cells, baseline, ceiling, grid_cells
 from parser.data.datamodule import DependencyDataModule, treebank_file
 from parser.data.partial import write_partial_train
@@ -276,13 +276,8 @@ def report(results: Path) -> str:
 def _table(cells: Cells, treebank: str) -> str:
     """The report's table of one treebank's cells."""
     top, source = ceiling(cells, treebank)
-    lines = ["| labeled | objective | overrides | seeds | test UAS | test LAS | share of gap | extra labeled | minutes per run |",
-             "|---:|---|---|---:|---:|---:|---:|---:|---:|"]
+    rows = []
     for (size, objective, variant), group in sorted(cells.items(), key=lambda c: (_size(c[0][0]), *_order(c[0][1:]))):
-        def stat(key: str, group: list[dict] = group) -> str:
-            values = [g[key] for g in group]
-            spread = f" ± {statistics.stdev(values):.2f}" if len(values) > 1 else ""
-            return f"{statistics.mean(values):.2f}{spread}"
         _, base = baseline(cells, size, variant if objective != "supervised" else "")
         share = "-"
         if top is not None and base and size != ALL:
@@ -291,8 +286,11 @@ def _table(cells: Cells, treebank: str) -> str:
                 share = f"{100 * (statistics.mean(g['las'] for g in group) - low) / (top - low):.0f}%"
         extra = statistics.mean(g.get("extra_labeled", 0) for g in group)
         minutes = statistics.mean(g["train_seconds"] for g in group) / 60
-        lines.append(f"| {size} | {objective} | {_overrides(variant) or '-'} | {len(group)} | {stat('uas')} | {stat('las')} "
-                     f"| {share} | {extra:,.0f} | {minutes:.0f} |")
+        rows.append([size, objective, _overrides(variant) or "-", len(group), mean_sd([g["uas"] for g in group]),
+                     mean_sd([g["las"] for g in group]), share, f"{extra:,.0f}", f"{minutes:.0f}"])
+    header = ["labeled", "objective", "overrides", "seeds", "test UAS", "test LAS", "share of gap", "extra labeled",
+              "minutes per run"]
+    lines = [markdown_table(header, rows, "rllrrrrrr")]
     if top is not None:
         lines += ["", (f"Share of gap: (LAS - supervised-only LAS) / (ceiling - supervised-only LAS) at the same labeled "
                        f"size, supervised-only the strongest of the recipe's settings (a supervised row: the plainest). "
@@ -483,7 +481,6 @@ def main(argv: list[str] | None = None) -> None:
     if not args.report:
         if "kl" in args.objectives and not args.teacher:
             cli.error("--teacher is required for the kl objective")
-        results.parent.mkdir(parents=True, exist_ok=True)
         if args.partial_arcs is not None and (args.objectives != ["supervised"] or ALL in args.sizes
                                               or not 0 < args.partial_arcs < 1):
             cli.error("--partial-arcs takes a share in (0, 1), --objectives supervised and numeric --sizes")
@@ -493,8 +490,7 @@ def main(argv: list[str] | None = None) -> None:
             cli.error(f"{', '.join(SELF_TRAINING)} start from the supervised cell: list supervised among --objectives")
 
         def record(row: dict) -> None:
-            with results.open("a") as file:
-                file.write(json.dumps(row) + "\n")
+            append_row(results, row)
             print(json.dumps(row), flush=True)
 
         for size in args.sizes:

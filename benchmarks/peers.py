@@ -50,8 +50,8 @@ from pathlib import Path
 
 import yaml
 
-from benchmarks.common import (LOW_RESOURCE, NEW_LANGUAGE, ROOT, SMALL_TREEBANKS, TRANSFER, commit, machine, markdown_table,
-                               portable, provenance, read_rows, whole_file_run)
+from benchmarks.common import (LOW_RESOURCE, NEW_LANGUAGE, ROOT, SMALL_TREEBANKS, TRANSFER, append_row, commit, machine,
+                               markdown_table, mean_sd, portable, provenance, read_rows, whole_file_run)
 from parser.cli import run_reporting_errors
 from parser.runs import Run, finished, fit_command, launch, stopped
 
@@ -598,13 +598,12 @@ def run(args: argparse.Namespace) -> list[dict]:
               "words": word_count(sentences), "dev_sentences": size_name(args.dev_sentences), "epochs": args.epochs,
               "batch_tokens": args.batch_tokens, "threads": 1, "machine": machine(),
               **provenance(["-m", "benchmarks.peers", *args.argv])}
-    Path(args.results).parent.mkdir(parents=True, exist_ok=True)
     if args.parse:  # a parser of this project trained elsewhere: parsing only
         system = chosen_systems(args)["treeexp"]
         row = {"system": PARSE_ONLY, "version": f"treeexp {args.parse}",
                **parse_and_score(system, Path(args.parse), test, RUNS / "out" / run_id / PARSE_ONLY, args.repeats),
                **shared}
-        append_row(row, Path(args.results))
+        record_row(row, Path(args.results))
         return [row]
     systems = chosen_systems(args)
     versions = {name: system.version() for name, system in systems.items()}  # as the run starts, as its commit
@@ -619,7 +618,7 @@ def run(args: argparse.Namespace) -> list[dict]:
             seeded = {"seed": seed} if getattr(system, "seeded", True) else {}
             row = {"system": name, "version": versions[name], **seeded,
                    **measure(system, setting, test, out, args.repeats), **shared}
-            append_row(row, Path(args.results))
+            record_row(row, Path(args.results))
             rows.append(row)
     return rows
 
@@ -638,11 +637,10 @@ def new_run_folder(root: Path) -> str:
     raise FileExistsError(f"no free run folder under {root} for {stamp}")
 
 
-def append_row(row: dict, results: Path) -> None:
+def record_row(row: dict, results: Path) -> None:
     """Append ``row`` to ``results`` with its paths written as on any machine (:func:`portable`,
     the peers' folder as ``runs/peers``, where it is by default)."""
-    with open(results, "a", encoding="utf-8") as sink:
-        sink.write(json.dumps(portable(row, {str(RUNS.resolve()): "runs/peers"})) + "\n")
+    append_row(results, portable(row, {str(RUNS.resolve()): "runs/peers"}))
 
 
 def measure(system, setting: Setting, test: Path, out: Path, repeats: int) -> dict:
@@ -869,10 +867,6 @@ def pipeline_entries(transfer: list[dict], new_language: list[dict], parsed: lis
     return entries
 
 
-def spread(values: list[float]) -> str:
-    return f"{statistics.mean(values):.2f}" + (f" ± {statistics.stdev(values):.2f}" if len(values) > 1 else "")
-
-
 def cell_verdict(members: list[dict]) -> str:
     """The cell's winner and its margin over the best of the other side, each of this
     project's recipes against the best peer, and this project's training minutes over the
@@ -911,7 +905,7 @@ def cells_report(entries: list[dict]) -> str:
               "peak RSS (MiB)", "commit"]
     for (treebank, training), members in sorted(cells.items(), key=lambda kv: (kv[0][1] == "all", order[kv[0][0]])):
         parts.append(f"**{treebank}, {'100 trees' if training == '100' else 'the whole training file'}**")
-        table = [[e["version"], str(len(e["las"])), spread(e["las"]), spread(e["uas"]), fmt(e["minutes"]),
+        table = [[e["version"], str(len(e["las"])), mean_sd(e["las"]), mean_sd(e["uas"]), fmt(e["minutes"]),
                   fmt(e["parse"]), fmt(e["rss"], 0), e["commit"][:7]]
                  for e in sorted(members, key=lambda e: -statistics.mean(e["las"]))]
         parts.append(markdown_table(header, table))

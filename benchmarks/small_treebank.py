@@ -27,7 +27,7 @@ from pathlib import Path
 
 import yaml
 
-from benchmarks.common import UDPIPE2, add_root_option, folder_name, portable, read_rows
+from benchmarks.common import UDPIPE2, add_root_option, append_row, folder_name, markdown_table, portable, read_rows
 from parser.crossing_margin import best, sweep
 from parser.data.datamodule import treebank_file
 from parser.evaluate import crossings, score_checkpoint
@@ -125,24 +125,25 @@ def report(results: Path) -> str:
     the order of ``results``: dev LAS, test UAS/LAS/CLAS/UPOS, predicted non-projective
     trees on dev and test beside gold's, head accuracy on crossing arcs (dev), steps and
     CPU minutes."""
-    rows = read_rows(results)
-    tables: dict[str, list[str]] = {}
-    for row in rows:
-        reference = UDPIPE2.get(row["treebank"])
+    treebanks: dict[str, list[dict]] = {}
+    for row in read_rows(results):
+        treebanks.setdefault(row["treebank"], []).append(row)
+    header = ["run", "decoder", "dev LAS", "test UAS", "test LAS", "test CLAS", "test UPOS", "non-projective dev / test",
+              "crossing-arc heads (dev)", "steps", "CPU min"]
+    tables = []
+    for treebank, rows in treebanks.items():
+        reference, gold = UDPIPE2.get(treebank), rows[0]["gold_nonprojective_trees"]
         udpipe = f"; UDPipe 2, UD 2.17, gold tokens: test UAS {reference[0]:.2f}, LAS {reference[1]:.2f}" if reference else ""
-        lines = tables.setdefault(row["treebank"], [
-            f"**{row['treebank']}** (gold non-projective trees: dev {row['gold_nonprojective_trees']['dev']}%, "
-            f"test {row['gold_nonprojective_trees']['test']}%{udpipe})", "",
-            "| run | decoder | dev LAS | test UAS | test LAS | test CLAS | test UPOS | non-projective dev / test "
-            "| crossing-arc heads (dev) | steps | CPU min |",
-            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"])
-        decoder = row["decoder"] + (f" {row['crossing_margin']}" if row.get("crossing_margin") is not None else "")
-        heads = row.get("dev_crossing_head_accuracy")
-        lines.append(f"| {_run_name(row)} | {decoder} | {row['dev_las']:.2f} | {row['test_uas']:.2f} "
-                     f"| {row['test_las']:.2f} | {row['test_clas']:.2f} | {row.get('test_upos', '-')} "
-                     f"| {row['dev_nonprojective_trees']}% / {row['test_nonprojective_trees']}% "
-                     f"| {'-' if heads is None else f'{heads}%'} | {row['steps']} | {row['cpu_minutes']} |")
-    return "\n\n".join("\n".join(lines) for lines in tables.values())
+        table = []
+        for row in rows:
+            margin, heads = row.get("crossing_margin"), row.get("dev_crossing_head_accuracy")
+            table.append([_run_name(row), row["decoder"] + ("" if margin is None else f" {margin}"),
+                          *(f"{row[key]:.2f}" for key in ("dev_las", "test_uas", "test_las", "test_clas")),
+                          row.get("test_upos", "-"), f"{row['dev_nonprojective_trees']}% / {row['test_nonprojective_trees']}%",
+                          "-" if heads is None else f"{heads}%", row["steps"], row["cpu_minutes"]])
+        tables.append(f"**{treebank}** (gold non-projective trees: dev {gold['dev']}%, test {gold['test']}%{udpipe})\n\n"
+                      + markdown_table(header, table, "llrrrrrrrrr"))
+    return "\n\n".join(tables)
 
 
 def absent_ingredients(config: str, names: list[str]) -> list[str]:
@@ -179,7 +180,6 @@ def main(argv: list[str] | None = None) -> None:
     if args.report:
         print(report(results))
         return
-    results.parent.mkdir(parents=True, exist_ok=True)
     absent = absent_ingredients(args.config, args.ablate)
     if absent:
         cli.error(f"{args.config} has no {', '.join(absent)} to remove (already "
@@ -194,8 +194,7 @@ def main(argv: list[str] | None = None) -> None:
             continue
         for row in score_run(args, ablation, variant, train(args, overrides)):
             row = portable(row)  # the repository's and $UD_DIR's paths by name
-            with results.open("a", encoding="utf-8") as file:
-                file.write(json.dumps(row) + "\n")
+            append_row(results, row)
             print(json.dumps(row), flush=True)
 
 

@@ -21,13 +21,12 @@ whole training file and UDPipe 2:
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks.common import (LOW_RESOURCE, NEW_LANGUAGE, ROOT, SMALL_TREEBANKS, TARGETS, TRANSFER, UDPIPE2, grouped_bars,
-                               provenance, read_rows, whole_file_run)
+from benchmarks.common import (LOW_RESOURCE, NEW_LANGUAGE, ROOT, SMALL_TREEBANKS, TARGETS, TRANSFER, UDPIPE2, append_row,
+                               grouped_bars, markdown_table, mean_sd, provenance, read_rows, whole_file_run)
 from benchmarks.recorded import languages
 from parser import pipeline
 from parser.pipeline import run_folder, stage_runs
@@ -78,8 +77,7 @@ def record(treebank: str, output: Path, results: Path, zero_shot: Path | None, r
                    **run.provenance()}  # the commit and command that trained it
         scores = test_scores(checkpoint, test_file, output / "test" / f"{stage}-{row['seed']}.conllu")
         row = {"treebank": treebank, **row, **scores}
-        with open(results, "a") as lines:
-            lines.write(json.dumps(row) + "\n")
+        append_row(results, row)
         rows.append(row)
     return rows
 
@@ -89,22 +87,18 @@ def report(results: Path) -> str:
     rows = read_rows(results)
     out = []
     for treebank in sorted({r["treebank"] for r in rows}):
-        out += [f"### {treebank}", "", "| stage | seeds | test LAS | test UAS | dev LAS | CPU min | peak RSS MiB |",
-                "|---|---:|---:|---:|---:|---:|---:|"]
         mine = [r for r in rows if r["treebank"] == treebank]
+        table = []
         for stage in sorted({r["stage"] for r in mine}, key=lambda s: STAGES.index(s) if s in STAGES else len(STAGES)):
             group = [r for r in mine if r["stage"] == stage]
 
             def stat(key: str, digits: int = 2, group: list[dict] = group) -> str:
-                values = [r[key] for r in group if r.get(key) is not None]
-                if not values:
-                    return ""
-                mean = statistics.mean(values)
-                return f"{mean:.{digits}f}" + (f" ± {statistics.stdev(values):.{digits}f}" if len(values) > 1 else "")
+                return mean_sd([r[key] for r in group if r.get(key) is not None], digits)
 
-            out.append(f"| {stage} | {len(group)} | {stat('test_las')} | {stat('test_uas')} | {stat('dev_las')} | "
-                       f"{stat('cpu_minutes', 1)} | {stat('peak_rss_mib', 0)} |")
-        out.append("")
+            table.append([stage, len(group), stat("test_las"), stat("test_uas"), stat("dev_las"), stat("cpu_minutes", 1),
+                          stat("peak_rss_mib", 0)])
+        header = ["stage", "seeds", "test LAS", "test UAS", "dev LAS", "CPU min", "peak RSS MiB"]
+        out += [f"### {treebank}", "", markdown_table(header, table, "lrrrrrr"), ""]
     return "\n".join(out)
 
 
@@ -153,29 +147,23 @@ def targets(results: Path = RESULTS, low_resource: Path = LOW_RESOURCE, new_lang
     return found
 
 
-def _mean(values: list[float]) -> str:
-    if not values:
-        return "-"
-    return f"{statistics.mean(values):.1f}" + (f" ± {statistics.stdev(values):.1f}" if len(values) > 1 else "")
-
-
 def summary(found: list[Target]) -> str:
     """Markdown, a line per target: test LAS (mean ± sd over seeds) of the base as it is, the
     target's own 100 trees (supervised, best recipe), the base fine-tuned on them, its noisy
     student (+ GE), the student's margin over the best parser of the target's own trees, and
     on the whole training file: the grid's parser, the base fine-tuned, UDPipe 2."""
-    lines = ["| target | zero-shot | own 100 trees: supervised | own 100 trees: best recipe | fine-tuned base "
-             "| + self-training | + GE | self-training - best own | whole file: own | whole file: base "
-             "| UDPipe 2 |", "|---|" + "---:|" * 10]
+    header = ["target", "zero-shot", "own 100 trees: supervised", "own 100 trees: best recipe", "fine-tuned base",
+              "+ self-training", "+ GE", "self-training - best own", "whole file: own", "whole file: base", "UDPipe 2"]
+    rows = []
     for target in found:
         las = target.stages
         best = target.best_own or target.supervised
         margin = f"{statistics.mean(las['student']) - statistics.mean(best):+.1f}" if las["student"] and best else "-"
-        lines.append(f"| {target.name} | {_mean(las['zero-shot'])} | {_mean(target.supervised)} "
-                     f"| {_mean(target.best_own)} | {_mean(las['finetuned'])} | {_mean(las['student'])} "
-                     f"| {_mean(las['student_ge'])} | {margin} | {_mean(target.full_own)} | {_mean(las['full'])} "
-                     f"| {_mean(target.udpipe)} |")
-    return "\n".join(lines)
+        own = [las["zero-shot"], target.supervised, target.best_own, las["finetuned"], las["student"], las["student_ge"]]
+        whole = [target.full_own, las["full"], target.udpipe]
+        rows.append([target.name, *(mean_sd(seeds, 1, "-") for seeds in own), margin,
+                     *(mean_sd(seeds, 1, "-") for seeds in whole)])
+    return markdown_table(header, rows, "l" + "r" * 10)
 
 
 def figure(found: list[Target], output: Path) -> Path:

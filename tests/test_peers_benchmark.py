@@ -382,7 +382,7 @@ def test_a_row_names_no_machines_own_path(tmp_path, monkeypatch):
     row = {"parse_command": f"{sys.executable} -m parser.predict {tmp_path}/peers/out/1/parser {data}/UD_X/x-test.conllu",
            "train_command": f"{peers.ROOT}/train.py fit --seed 1", "steps": 3, "sizes": [f"{data}/a", 1]}
     results = tmp_path / "rows.jsonl"
-    peers.append_row(row, results)
+    peers.record_row(row, results)
     (written,) = peers.read_rows(results)
     assert written == {"parse_command": "python -m parser.predict runs/peers/out/1/parser $UD_DIR/UD_X/x-test.conllu",
                        "train_command": "train.py fit --seed 1", "steps": 3, "sizes": ["$UD_DIR/a", 1]}

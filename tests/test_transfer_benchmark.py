@@ -3,6 +3,7 @@
 import json
 
 from benchmarks import transfer
+from benchmarks.common import mean_sd
 from parser.runs import FINISHED
 
 
@@ -47,7 +48,7 @@ def test_summary_sets_each_target_beside_its_own_trees_and_the_whole_file(tmp_pa
     cells = [cell.strip() for cell in lines[2].split("|")[1:-1]]
     best = sum(wolof.recipe) / len(wolof.recipe)
     assert cells[0] == "Wolof-WTB" and cells[1] == "20.0" and cells[5] == "56.0 ± 1.4" and cells[6] == "-"
-    assert cells[3] == transfer._mean(wolof.recipe) and cells[7] == f"{56.0 - best:+.1f}"
+    assert cells[3] == mean_sd(wolof.recipe, 1, "-") and cells[7] == f"{56.0 - best:+.1f}"
     assert cells[8] == f"{wolof.full:.1f}" and cells[9] == "81.0" and cells[10] == "80.2"
     turkish = [cell.strip() for cell in lines[3].split("|")[1:-1]]
     assert turkish[2] == "40.0" and turkish[3] == "-" and turkish[7] == "+5.5" and turkish[10] == "73.6"
