@@ -19,6 +19,7 @@ import os
 import platform
 import shlex
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -183,30 +184,24 @@ def wait_for_device() -> None:
         torch.cuda.synchronize()
 
 
+def seconds(function: Callable[[], object]) -> float:
+    """Wall seconds of one call of ``function``, the GPU work it queued included."""
+    wait_for_device()
+    start = time.perf_counter()
+    function()
+    wait_for_device()
+    return time.perf_counter() - start
+
+
 def interleaved(contenders: dict[str, Callable[[], object]], repeats: int, warmup: int = 1) -> dict[str, list[float]]:
-    """Seconds per call of each contender, ``repeats`` times, round-robin.
-
-    Repeat r runs the contenders in the order rotated by r, so none is always first
-    (caches, frequency). ``warmup`` untimed rounds come first.
-    """
-    names = list(contenders)
-    times: dict[str, list[float]] = {name: [] for name in names}
-    for r in range(warmup + repeats):
-        shift = r % len(names)
-        for name in names[shift:] + names[:shift]:
-            wait_for_device()
-            start = time.perf_counter()
-            contenders[name]()
-            wait_for_device()
-            elapsed = time.perf_counter() - start
-            if r >= warmup:
-                times[name].append(elapsed)
-    return times
+    """Seconds per call of each contender, ``repeats`` times, round-robin: repeat r runs the
+    contenders in the order rotated by r, so none is always first (caches, frequency);
+    ``warmup`` untimed rounds come first."""
+    return interleaved_chunks({name: lambda _, call=call: call() for name, call in contenders.items()}, 1, repeats, warmup)
 
 
-def interleaved_chunks(
-    contenders: dict[str, Callable[[int], object]], chunks: int, repeats: int, warmup: int = 1
-) -> dict[str, list[float]]:
+def interleaved_chunks(contenders: dict[str, Callable[[int], object]], chunks: int, repeats: int,
+                       warmup: int = 1) -> dict[str, list[float]]:
     """Like :func:`interleaved`, but each contender works through ``chunks`` pieces of the
     workload (``contender(i)`` does piece i) and the contenders alternate piece by piece,
     so load changes on a shared machine hit all of them alike. Returns, per contender, the
@@ -218,15 +213,19 @@ def interleaved_chunks(
         for i in range(chunks):
             shift = (r + i) % len(names)
             for name in names[shift:] + names[:shift]:
-                wait_for_device()
-                start = time.perf_counter()
-                contenders[name](i)
-                wait_for_device()
-                total[name] += time.perf_counter() - start
+                total[name] += seconds(lambda: contenders[name](i))
         if r >= warmup:
             for name in names:
                 times[name].append(total[name])
     return times
+
+
+def fresh_process(module: str, arguments: Sequence[str]) -> dict:
+    """What ``python -m MODULE ARGUMENTS`` prints as JSON on its last line, run from the repository
+    in a fresh process (whose memory is its own)."""
+    output = subprocess.run([sys.executable, "-m", module, *arguments], cwd=ROOT, check=True, capture_output=True,
+                            text=True).stdout
+    return json.loads(output.strip().splitlines()[-1])
 
 
 def peak_memory(function: Callable[[], object], device: str | torch.device = "cpu") -> int:

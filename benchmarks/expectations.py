@@ -41,12 +41,14 @@ from statistics import median
 
 import torch
 
-from benchmarks.common import fmt_mib, fmt_ms, interleaved, interleaved_chunks, machine, markdown_table, peak_memory, setup
+from benchmarks.common import (fmt_mib, fmt_ms, fresh_process, interleaved, interleaved_chunks, machine, markdown_table,
+                               peak_memory, seconds, setup)
 from objectives import baselines as bl
 from objectives.conventions import arc_mask
 from objectives.expectations import covariance_with_arcs, entropy, expectation
 from objectives.mtt import log_partition_and_marginals
 from parser.data.sentences import read_conllu
+from parser.drawing import new_figure, save
 
 REPO = Path(__file__).resolve().parents[1]
 UD_DIR = Path(os.environ.get("UD_DIR", REPO.parent / "shared" / "data" / "ud"))
@@ -198,6 +200,26 @@ def druck_smith_feature_arc_covariance(scores: torch.Tensor, lengths: torch.Tens
 # --------------------------------------------------------------------------- part 1: Table 1
 
 
+def one_by_one(route, items: list, chunks: list[list[int]]):
+    """An :func:`interleaved_chunks` contender: piece c calls ``route`` on each item of chunk c in turn."""
+    return lambda c: [route(*items[i]) for i in chunks[c]]
+
+
+def batched(route, batches: list):
+    """An :func:`interleaved_chunks` contender: piece c calls ``route`` once, on batch c."""
+    return lambda c: route(*batches[c])
+
+
+def with_grad(function):
+    """``function(scores, lengths)`` with the gradient of its sum (:func:`entropy_and_grad`)."""
+    return lambda s, n: entropy_and_grad(function, s, n)
+
+
+# Table 1's routes to the entropy (the first batched, the others one sentence at a time)
+ENTROPIES = {"ours batched": entropy, "ours 1-by-1": entropy, "S&E loop": bl.smith_eisner_entropy,
+             "S&E vectorised": bl.smith_eisner_entropy_batched}
+
+
 def part_table1(args) -> str:
     scorer = RandomBiaffine()
     rows_main, rows_grad = [], []
@@ -205,80 +227,44 @@ def part_table1(args) -> str:
         sentences = read_treebank(UD_DIR / path)
         full_len = sum(len(s[0]) for s in sentences) / len(sentences)
         chosen = subsample(sentences, args.sentences, seed=1)
-        singles = [scorer(forms)[None] for forms, _, _ in chosen]
-        lengths1 = [torch.tensor([s.shape[-1] - 1]) for s in singles]
-        chunks = length_buckets([int(n) for n in lengths1], args.batch_size)
-        batches = [moved(args.device, *pad([singles[i][0] for i in ids])) for ids in chunks]
-        singles, lengths1 = moved(args.device, *singles), moved(args.device, *lengths1)
-        count = len(singles)
-        words = sum(int(n) for n in lengths1)
-
-        def each(function):
-            return lambda c: [function(singles[i], lengths1[i]) for i in chunks[c]]
-
-        def batched(function):
-            return lambda c: function(*batches[c])
-
-        def with_grad(function):
-            return lambda s, n: entropy_and_grad(function, s, n)
+        singles = [(scorer(forms)[None], torch.tensor([len(forms)])) for forms, _, _ in chosen]
+        chunks = length_buckets([len(forms) for forms, _, _ in chosen], args.batch_size)
+        batches = [moved(args.device, *pad([singles[i][0][0] for i in ids])) for ids in chunks]
+        singles = [moved(args.device, *single) for single in singles]
+        count, words = len(singles), sum(len(forms) for forms, _, _ in chosen)
 
         # values: ours vs S&E (loop), per sentence
-        ours = torch.cat([entropy(s, n) for s, n in zip(singles, lengths1)])
+        ours = torch.cat([entropy(s, n) for s, n in singles])
         ours_b = torch.cat([entropy(s, n) for s, n in batches])  # (length-sorted order)
-        se = torch.cat([bl.smith_eisner_entropy(s, n) for s, n in zip(singles, lengths1)])
-        diff_h = (ours - se).abs().max().item()
-        grads = [entropy_and_grad(entropy, s, n)[1] for s, n in zip(singles[:50], lengths1[:50])]
-        grads_se = [entropy_and_grad(bl.smith_eisner_entropy_batched, s, n)[1] for s, n in zip(singles[:50], lengths1[:50])]
-        diff_g = max((a - b).abs().max().item() for a, b in zip(grads, grads_se))
+        diff_h = (ours - torch.cat([bl.smith_eisner_entropy(s, n) for s, n in singles])).abs().max().item()
+        diff_g = max((entropy_and_grad(entropy, s, n)[1] - entropy_and_grad(bl.smith_eisner_entropy_batched, s, n)[1])
+                     .abs().max().item() for s, n in singles[:50])
         assert abs(ours.sum() - ours_b.sum()) < 1e-8 * max(1.0, ours.sum().item())
         nats = ours.sum().item() / words
 
-        contenders = {
-            "ours batched": batched(entropy),
-            "ours 1-by-1": each(entropy),
-            "S&E loop": each(bl.smith_eisner_entropy),
-            "S&E vectorised": each(bl.smith_eisner_entropy_batched),
-        }
-        grad_contenders = {
-            "ours batched": batched(with_grad(entropy)),
-            "ours 1-by-1": each(with_grad(entropy)),
-            "S&E loop": each(with_grad(bl.smith_eisner_entropy)),
-            "S&E vectorised": each(with_grad(bl.smith_eisner_entropy_batched)),
-        }
-        both = {f"H {k}": v for k, v in contenders.items()} | {f"H+grad {k}": v for k, v in grad_contenders.items()}
-        times = interleaved_chunks(both, len(chunks), args.repeats)
-        ms = {k: median(v) / count for k, v in times.items()}
+        contenders = {}
+        for prefix, wrap in (("H ", lambda function: function), ("H+grad ", with_grad)):
+            for route, function in ENTROPIES.items():
+                contenders[prefix + route] = (batched(wrap(function), batches) if route == "ours batched"
+                                              else one_by_one(wrap(function), singles, chunks))
+        ms = {k: median(v) / count for k, v in interleaved_chunks(contenders, len(chunks), args.repeats).items()}
         for prefix, rows in (("H ", rows_main), ("H+grad ", rows_grad)):
-            t = {k[len(prefix) :]: v for k, v in ms.items() if k.startswith(prefix)}
-            row = [
-                name,
-                f"{count}/{len(sentences)}",
-                f"{full_len:.2f} ({paper_len})",
-                f"{sum(int(n) for n in lengths1) / count:.2f}",
-            ]
-            if prefix == "H ":
-                row.append(f"{nats:.3f} / {nats / math.log(2):.3f} ({paper_h})")
-            row += [fmt_ms(t[k]) for k in ("ours batched", "ours 1-by-1", "S&E loop", "S&E vectorised")]
-            row += [
-                f"**{t['S&E loop'] / t['ours 1-by-1']:.1f}x**",
-                f"{t['S&E loop'] / t['ours batched']:.1f}x",
-                f"{t['S&E vectorised'] / t['ours 1-by-1']:.1f}x",
-            ]
-            if prefix == "H ":
-                row.append(f"{paper_arxiv} / {paper_tacl}")
-                row.append(f"{diff_h:.1e} / {diff_g:.1e}")
-            rows.append(row)
+            t = {k.removeprefix(prefix): v for k, v in ms.items() if k.startswith(prefix)}
+            entropy_only = prefix == "H "
+            rows.append([name, f"{count}/{len(sentences)}", f"{full_len:.2f} ({paper_len})", f"{words / count:.2f}",
+                         *([f"{nats:.3f} / {nats / math.log(2):.3f} ({paper_h})"] if entropy_only else []),
+                         *(fmt_ms(t[k]) for k in ENTROPIES), f"**{t['S&E loop'] / t['ours 1-by-1']:.1f}x**",
+                         f"{t['S&E loop'] / t['ours batched']:.1f}x", f"{t['S&E vectorised'] / t['ours 1-by-1']:.1f}x",
+                         *([f"{paper_arxiv} / {paper_tacl}", f"{diff_h:.1e} / {diff_g:.1e}"] if entropy_only else [])])
         print(f"  {name}: done", file=sys.stderr)
     header = ["language", "sentences", "mean length, full test set (paper)", "mean length, timed"]
-    times_h = ["ours batched (ms)", "ours 1-by-1 (ms)", "S&E loop (ms)", "S&E vectorised (ms)"]
+    times = [f"{route} (ms)" for route in ENTROPIES]
     speedups = ["S&E loop / ours 1-by-1", "S&E loop / ours batched", "S&E vect. / ours 1-by-1"]
-    out = "Entropy, ms per sentence:\n\n" + markdown_table(
-        header + ["entropy nats / bits per word (paper)"] + times_h + speedups + ["paper speed-up (arXiv / TACL)", "max abs diff H / grad vs S&E"],
-        rows_main,
-    )
-    out += "\n\nEntropy + gradient (autograd through each method), ms per sentence:\n\n"
-    out += markdown_table(header + times_h + speedups, rows_grad)
-    return out
+    main = [*header, "entropy nats / bits per word (paper)", *times, *speedups, "paper speed-up (arXiv / TACL)",
+            "max abs diff H / grad vs S&E"]
+    return (f"Entropy, ms per sentence:\n\n{markdown_table(main, rows_main)}\n\n"
+            "Entropy + gradient (autograd through each method), ms per sentence:\n\n"
+            + markdown_table(header + times + speedups, rows_grad))
 
 
 # --------------------------------------------------------------------------- part 2: GE gradient
@@ -361,12 +347,13 @@ def part_ge(args) -> str:
     check_ds = (ours5 - bl.druck_smith_covariance(s5, n5, f5, onehot)).abs().max().item()
     check_brute = (ours5 - bl.brute_covariance(s5, n5, f5, onehot)).abs().max().item()
 
-    worst_a2 = worst_b = worst_c = 0.0
-    for s, n, f, t in items:
-        a = ge_reverse(s, n, f, t)
-        worst_a2 = max(worst_a2, (ge_reverse_slogdet(s, n, f, t) - a).abs().max().item())
-        worst_b = max(worst_b, (ge_t2(s, n, f, t) - a).abs().max().item())
-        worst_c = max(worst_c, (ge_druck_smith(s, n, f, t) - a).abs().max().item())
+    routes = {"(a) reverse mode through T1": ge_reverse, "(a') reverse mode through slogdet + autograd T1": ge_reverse_slogdet,
+              "(b) T2 covariance, R = 1": ge_t2, "(c) Druck & Smith, K x N^2 covariance": ge_druck_smith}
+    diffs = {route: 0.0 for route in list(routes)[1:]}  # the largest gradient difference to (a)
+    for item in items:
+        a = ge_reverse(*item)
+        for route in diffs:
+            diffs[route] = max(diffs[route], (routes[route](*item) - a).abs().max().item())
     # batched variants of (a) and (b): length-bucketed batches of padded features
     chunks = length_buckets([int(x[1]) for x in items], args.batch_size)
     batches = []
@@ -381,32 +368,13 @@ def part_ge(args) -> str:
         batches.append(moved(args.device, scores, lengths, f, torch.cat([c[3] for c in chunk])))
     items = [moved(args.device, *item) for item in items]
 
-    def each(route):
-        return lambda c: [route(*items[i]) for i in chunks[c]]
-
-    def batched(route):
-        return lambda c: route(*batches[c])
-
-    contenders = {
-        "(a) reverse mode through T1": each(ge_reverse),
-        "(a') reverse mode through slogdet + autograd T1": each(ge_reverse_slogdet),
-        "(b) T2 covariance, R = 1": each(ge_t2),
-        "(c) Druck & Smith, K x N^2 covariance": each(ge_druck_smith),
-        "(a) batched": batched(ge_reverse),
-        "(b) batched": batched(ge_t2),
-    }
+    contenders = {name: one_by_one(route, items, chunks) for name, route in routes.items()}
+    contenders |= {"(a) batched": batched(ge_reverse, batches), "(b) batched": batched(ge_t2, batches)}
     ms = {k: median(v) / len(items) for k, v in interleaved_chunks(contenders, len(chunks), args.repeats).items()}
     base = ms["(c) Druck & Smith, K x N^2 covariance"]
     paper = {"(a) reverse mode through T1": "26x (arXiv)", "(b) T2 covariance, R = 1": "9x (TACL)"}
-    diffs = {
-        "(a') reverse mode through slogdet + autograd T1": worst_a2,
-        "(b) T2 covariance, R = 1": worst_b,
-        "(c) Druck & Smith, K x N^2 covariance": worst_c,
-    }
-    rows = [
-        [k, fmt_ms(v), f"**{base / v:.1f}x**", paper.get(k, ""), f"{diffs[k]:.1e}" if k in diffs else ("-" if "batched" not in k else "")]
-        for k, v in ms.items()
-    ]
+    rows = [[k, fmt_ms(v), f"**{base / v:.1f}x**", paper.get(k, ""),
+             f"{diffs[k]:.1e}" if k in diffs else ("-" if "batched" not in k else "")] for k, v in ms.items()]
     head = (
         f"{len(items)} of the {total} English-EWT test sentences with 5-50 words (mean length {mean_len:.2f}), "
         f"one sentence at a time unless batched (B={args.batch_size}); features: the 20 most frequent "
@@ -415,9 +383,8 @@ def part_ge(args) -> str:
         f"max abs diff {check_ds:.1e} to `baselines.druck_smith_covariance` with one-hot arcs, "
         f"{check_brute:.1e} to brute force.\n\n"
     )
-    return head + markdown_table(
-        ["route", "ms per sentence", "speed-up vs (c)", "paper", "max abs diff of gradient vs (a)"], rows
-    )
+    return head + markdown_table(["route", "ms per sentence", "speed-up vs (c)", "paper", "max abs diff of gradient vs (a)"],
+                                 rows)
 
 
 # --------------------------------------------------------------------------- part 3: scaling
@@ -495,16 +462,9 @@ def part_scaling(args) -> str:
 
 
 def plot_scaling(ns, results, memory, path: str) -> None:
-    try:
-        import matplotlib
-    except ImportError:
-        print("matplotlib is not installed (`pip install matplotlib`): no plot", file=sys.stderr)
-        return
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
+    """Milliseconds and peak memory against N (log-log), a line per method of ``SCALING``."""
+    fig = new_figure(11, 4.2, layout="tight")
+    left, right = fig.subplots(1, 2)
     for name in SCALING:
         got = [n for n in ns if n in results[name]]
         style = "-" if name.startswith(("ours", "GE grad (a)", "GE grad (b)")) else "--"
@@ -520,9 +480,8 @@ def plot_scaling(ns, results, memory, path: str) -> None:
         ax.grid(True, which="both", alpha=0.3)
     left.legend(fontsize=7)
     fig.suptitle("One sentence, float64, CPU (1 thread)", fontsize=10)
-    fig.tight_layout()
     Path(path).parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=80)
+    save(fig, path, dpi=80)
 
 
 # --------------------------------------------------------------------------- part 4: peers
@@ -596,15 +555,14 @@ def part_peers(args) -> str:
             for eps in (0.0, None):
                 h_ts, z_ts, mu_ts = torch_struct_entropy(scores, lens, eps, multiroot)
                 mu_ts = from_torch_struct(mu_ts.detach())
-                row = [label, "multi" if multiroot else "single", "1e-5 (default)" if eps is None else "0"]
-                row += [f"{(z_ts - log_z).abs().max():.1e}", f"{(mu_ts - mu).abs().max():.1e}", f"{(h_ts - h_ours).abs().max():.1e}"]
+                gradient = ""
                 if label == "full" and not multiroot:
                     g_ours = entropy_and_grad(entropy, scores, lens)[1]
                     g_ts = entropy_and_grad(lambda x, l: torch_struct_entropy(x, l, eps)[0], scores, lens)[1]
-                    row.append(f"{(g_ts - g_ours).abs().max():.1e}")
-                else:
-                    row.append("")
-                checks.append(row)
+                    gradient = f"{(g_ts - g_ours).abs().max():.1e}"
+                checks.append([label, "multi" if multiroot else "single", "1e-5 (default)" if eps is None else "0",
+                               f"{(z_ts - log_z).abs().max():.1e}", f"{(mu_ts - mu).abs().max():.1e}",
+                               f"{(h_ts - h_ours).abs().max():.1e}", gradient])
     g_ours = entropy_and_grad(entropy, scores, lengths)[1]
     g_plain = entropy_and_grad(slogdet_entropy, scores, lengths)[1]
     plain_diff = (g_plain - g_ours).abs().max().item()
@@ -623,13 +581,12 @@ def part_peers(args) -> str:
     for k, v in ms.items():
         ours_key = "ours: " + k.split(": ", 1)[1]
         rows.append([k, fmt_ms(v), f"{v / ms[ours_key]:.2f}x" if ours_key in ms else ""])
-    out = f"B={batch}, N={n} (all full length), float64, single-root.\n\n"
-    out += markdown_table(["method", "ms per batch", "time / ours (same quantity)"], rows)
-    out += f"\n\nplain slogdet + autograd gradient vs ours: max abs diff {plain_diff:.1e}.\n\n"
-    out += "Values, torch-struct vs ours (max abs diff):\n\n" + markdown_table(
-        ["batch", "tree set", "torch-struct eps", "log Z", "marginals", "entropy", "entropy gradient"], checks
-    )
-    return out
+    return (f"B={batch}, N={n} (all full length), float64, single-root.\n\n"
+            + markdown_table(["method", "ms per batch", "time / ours (same quantity)"], rows)
+            + f"\n\nplain slogdet + autograd gradient vs ours: max abs diff {plain_diff:.1e}.\n\n"
+            + "Values, torch-struct vs ours (max abs diff):\n\n"
+            + markdown_table(["batch", "tree set", "torch-struct eps", "log Z", "marginals", "entropy", "entropy gradient"],
+                             checks))
 
 
 # --------------------------------------------------------------------------- engine: before / after
@@ -778,9 +735,7 @@ def ge_memory_case(args) -> dict:
     objective = ge_memory_objective(args.case, args.against_ge, vocab)
     labeled = "labels" in args.case  # only then are label scores read (and trained)
 
-    batch = Batch(lengths, upos)
-
-    def step(scores=scores, labels=labels, batch=batch):
+    def step(scores=scores, labels=labels, batch=Batch(lengths, upos)):
         x = scores.clone().requires_grad_()
         y = labels.clone().requires_grad_() if labeled else None
         objective(Scores(x, y), batch).backward()
@@ -791,11 +746,7 @@ def ge_memory_case(args) -> dict:
     step()  # the first call reaches the peak
     rss = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) * 1024
     allocated = peak_memory(step)
-    times = []
-    for _ in range(args.repeats):
-        start = __import__("time").perf_counter()
-        step()
-        times.append(__import__("time").perf_counter() - start)
+    times = [seconds(step) for _ in range(args.repeats)]
     return {"case": args.case, "seconds": median(times), "rss": rss, "allocated": allocated}
 
 
@@ -803,7 +754,6 @@ def part_ge_memory(args) -> str:
     """GE (tag_pairs, K = 595) loss + backward against the entropy regulariser on the same
     random scores, each case in a fresh process (interleaved over ``--repeats`` rounds)."""
     import json
-    import subprocess
 
     if args.case:
         return json.dumps(ge_memory_case(args))
@@ -814,12 +764,10 @@ def part_ge_memory(args) -> str:
     rounds = 1 if args.quick else 3
     for _ in range(rounds):
         for case, revision in cases:
-            command = [sys.executable, "-m", "benchmarks.expectations", "ge-memory", "--case", case, "--n", str(args.n),
-                       "--batch-size", str(args.batch_size), "--repeats", str(args.repeats), "--threads", str(args.threads)]
-            if revision:
-                command += ["--against-ge", revision]
-            out = subprocess.run(command, cwd=REPO, check=True, capture_output=True, text=True).stdout
-            results[(case, revision)].append(json.loads(out.strip().splitlines()[-1]))
+            command = ["ge-memory", "--case", case, "--n", str(args.n), "--batch-size", str(args.batch_size),
+                       "--repeats", str(args.repeats), "--threads", str(args.threads)]
+            results[(case, revision)].append(fresh_process("benchmarks.expectations",
+                                                           command + (["--against-ge", revision] if revision else [])))
     keys = ("seconds", "rss", "allocated")
     base = {key: median([r[key] for r in results[(GE_CASES[0], None)]]) for key in keys}
     rows = []

@@ -16,13 +16,13 @@ import argparse
 import json
 import os
 import resource
-import subprocess
 import sys
 import time
 
 import torch
 import yaml
 
+from benchmarks.common import fresh_process
 from objectives.likelihood import Likelihood
 from parser.data.datamodule import DependencyDataModule
 from parser.model import Parser
@@ -77,9 +77,7 @@ def main() -> None:
           f"{args.worst} worst batches of {args.config}, one process per variant")
     print("| variant | peak RSS (MiB) | seconds | padded positions / real subwords |\n|---|---:|---:|---|")
     for variant in ("chunked", "padded"):
-        out = subprocess.run([sys.executable, "-m", "benchmarks.memory", "--config", args.config, "--worst",
-                              str(args.worst), "--variant", variant], capture_output=True, text=True, check=True)
-        row = json.loads(out.stdout.strip().splitlines()[-1])
+        row = fresh_process("benchmarks.memory", ["--config", args.config, "--worst", str(args.worst), "--variant", variant])
         sizes = ", ".join(f"{p}/{r}" for p, r in zip(row["padded_positions"], row["real_subwords"]))
         print(f"| {row['variant']} | {row['peak_rss_mib']} | {row['seconds']:.1f} | {sizes} |")
 
