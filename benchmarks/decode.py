@@ -22,11 +22,11 @@ decodes scores on that device (CUDA timings synchronise).
 """
 
 import argparse
-import time
 
 import numpy as np
 import torch
 
+from benchmarks.common import interleaved
 from parser.decoding.decode import mst
 from parser.fetch import default_root
 from parser.model import Parser
@@ -42,22 +42,10 @@ def ud_lengths(rng: np.random.Generator) -> np.ndarray:
     if not path.is_file():
         print(f"{path} not found: sampling lengths")
         return np.clip(rng.gamma(2.0, 6.0, size=2000).round(), 1, 80).astype(int)
-    lengths, words = [], 0
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if not line:
-            if words:
-                lengths.append(words)
-            words = 0
-        elif line.split("\t", 1)[0].isdigit():  # skips comments, ranges, empty nodes
-            words += 1
-    if words:
-        lengths.append(words)
-    return np.array(lengths)
+    return np.array([len(sentence) for sentence in read_conllu(path)])
 
 
-def make_batches(
-    lengths: np.ndarray, kind: str, batch_size: int, rng: np.random.Generator
-):
+def make_batches(lengths: np.ndarray, kind: str, batch_size: int, rng: np.random.Generator):
     """Score batches `(B, N+1, N+1)` float32 with their lengths `(B,)`."""
     batches = []
     for start in range(0, len(lengths), batch_size):
@@ -137,17 +125,12 @@ def reference(scores: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
 
 
 def total_score(batches, heads) -> float:
-    return sum(
-        float(s.double().gather(1, h[:, None, :]).squeeze(1)[:, 1:].sum())
-        for (s, _), h in zip(batches, heads)
-    )
+    return sum(float(s.double().gather(1, h[:, None, :]).squeeze(1)[:, 1:].sum()) for (s, _), h in zip(batches, heads))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument(
-        "--sentences", type=int, default=300, help="subsample of the test set"
-    )
+    parser.add_argument("--sentences", type=int, default=300, help="subsample of the test set")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--checkpoint", help="a trained parser: also decode its scores")
@@ -160,10 +143,7 @@ def main() -> None:
     lengths = ud_lengths(rng)
     if args.sentences < len(lengths):
         lengths = rng.choice(lengths, size=args.sentences, replace=False)
-    print(
-        f"{len(lengths)} sentences, mean {lengths.mean():.1f} words, "
-        f"max {lengths.max()}"
-    )
+    print(f"{len(lengths)} sentences, mean {lengths.mean():.1f} words, max {lengths.max()}")
     kinds = {kind: make_batches(lengths, kind, args.batch_size, rng) for kind in ("peaked", "random")}
     if args.checkpoint:
         kinds["trained"] = trained_batches(args.checkpoint, args.treebank, args.sentences, args.batch_size)
@@ -175,12 +155,7 @@ def main() -> None:
     device = torch.device(args.device)
 
     def on_device(decode):
-        def run(scores, lengths):
-            heads = decode(scores.to(device), lengths.to(device))
-            if device.type == "cuda":
-                torch.cuda.synchronize()
-            return heads.cpu()
-        return run
+        return lambda scores, lengths: decode(scores.to(device), lengths.to(device)).cpu()  # .cpu() waits for the GPU
 
     methods = {
         "mst": on_device(lambda s, n: mst(s, n)),
@@ -194,16 +169,12 @@ def main() -> None:
     print(f"{'scores':<8} {'method':<16} {'ms/sentence':>11} {'numpy / method':>15}")
     for kind, batches in kinds.items():
         sentences = sum(len(n) for _, n in batches)
-        times = {name: [] for name in methods}
-        outputs = {}
-        for _ in range(args.repeats):
-            for name, decode in methods.items():
-                start = time.perf_counter()
-                outputs[name] = [decode(s, n) for s, n in batches]
-                times[name].append((time.perf_counter() - start) * 1e3 / sentences)
+        outputs = {name: [decode(s, n) for s, n in batches] for name, decode in methods.items()}  # also the warm-up
+        times = interleaved({name: lambda decode=decode: [decode(s, n) for s, n in batches]
+                             for name, decode in methods.items()}, args.repeats, warmup=0)
+        ms = {name: np.median(seconds) * 1e3 / sentences for name, seconds in times.items()}
         for name in methods:
-            ratio = np.median(times[baseline[name]]) / np.median(times[name])
-            print(f"{kind:<8} {name:<16} {np.median(times[name]):11.3f} {ratio:14.2f}x")
+            print(f"{kind:<8} {name:<16} {ms[name]:11.3f} {ms[baseline[name]] / ms[name]:14.2f}x")
         for name, expected in [("mst", "reference"), ("numpy mst", "reference"), ("reweighted", "reference"),
                                ("mst multiroot", "numpy multiroot")]:
             gap = total_score(batches, outputs[expected]) - total_score(batches, outputs[name])

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
 
 import torch
 
+from benchmarks.common import interleaved
 from parser.model import Parser
 
 IMPLEMENTATIONS = {"foreach (baseline)": {"foreach": True}, "fused (shipped)": {"fused": True}}
@@ -33,17 +33,7 @@ def main() -> None:
         for copy in copies:
             copy.grad = torch.randn_like(copy)
         optimizers[name] = torch.optim.AdamW(copies, lr=1e-5, betas=Parser.ADAMW_BETAS, weight_decay=0.01, **options)
-    seconds = {name: [] for name in optimizers}
-    for repeat in range(args.repeats + 2):  # interleaved; the first two are warm-up
-        for name, optimizer in optimizers.items():
-            if args.device.startswith("cuda"):
-                torch.cuda.synchronize()
-            start = time.perf_counter()
-            optimizer.step()
-            if args.device.startswith("cuda"):
-                torch.cuda.synchronize()
-            if repeat >= 2:
-                seconds[name].append(time.perf_counter() - start)
+    seconds = interleaved({name: optimizer.step for name, optimizer in optimizers.items()}, args.repeats, warmup=2)
     medians = {name: statistics.median(times) for name, times in seconds.items()}
     base = medians["foreach (baseline)"]
     print(f"torch {torch.__version__}, {args.device}, {torch.get_num_threads()} thread(s), {args.encoder}: "

@@ -12,12 +12,11 @@ from __future__ import annotations
 import argparse
 import random
 import statistics
-import time
 from pathlib import Path
 
 import torch
 
-from benchmarks.common import add_root_option
+from benchmarks.common import add_root_option, seconds
 from parser.data.datamodule import treebank_file
 from parser.data.sentences import read_conllu
 from parser.network import EncoderOptions, Heads
@@ -39,12 +38,6 @@ def batches(sentences: list[list[str]], tokens: int, rng: random.Random) -> list
     return out + ([batch] if batch else [])
 
 
-def timed(run) -> float:
-    start = time.perf_counter()
-    run()
-    return time.perf_counter() - start
-
-
 def main() -> None:
     cli = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_root_option(cli)
@@ -64,21 +57,21 @@ def main() -> None:
     student = Network(args.encoder, options, Heads(), labels).train()
     teachers = {"no cache (baseline)": Teacher(networks), "cache (shipped)": Teacher(networks, cache_mib=1024)}
     cpu, rng = torch.device("cpu"), random.Random(0)
-    seconds = {name: [[] for _ in range(args.epochs)] for name in [*teachers, "student"]}
+    spent = {name: [[] for _ in range(args.epochs)] for name in [*teachers, "student"]}  # seconds per batch, by epoch
     for epoch in range(args.epochs):
         for batch in batches(sentences, args.batch_tokens, rng):
             for name, teacher in teachers.items():
-                seconds[name][epoch].append(timed(lambda: teacher.scores(batch, labels, cpu)))
-            seconds["student"][epoch].append(timed(lambda: student(batch).arcs.logsumexp(-1).sum().backward()))
+                spent[name][epoch].append(seconds(lambda: teacher.scores(batch, labels, cpu)))
+            spent["student"][epoch].append(seconds(lambda: student(batch).arcs.logsumexp(-1).sum().backward()))
     print(f"torch {torch.__version__}, {torch.get_num_threads()} thread(s), {Path(args.encoder).name}, "
           f"{args.teachers} teacher network(s), {len(sentences)} {args.treebank} sentences, "
           f"{args.batch_tokens}-word batches, {args.epochs} epochs; median seconds per batch")
     print("| epoch | student forward + backward | teacher, no cache (baseline) | teacher, cache | teacher speed-up |"
           "\n|---:|---:|---:|---:|---:|")
     for epoch in range(args.epochs):
-        student_s, base, cached = (statistics.median(seconds[name][epoch]) for name in ["student", *teachers])
+        student_s, base, cached = (statistics.median(spent[name][epoch]) for name in ["student", *teachers])
         print(f"| {epoch + 1} | {student_s:.3f} | {base:.3f} | {cached:.3f} | {base / cached:.1f}x |")
-    total = {name: sum(map(sum, times)) for name, times in seconds.items()}
+    total = {name: sum(map(sum, times)) for name, times in spent.items()}
     base, cached = (total["student"] + total[name] for name in teachers)
     print(f"student + teacher over the {args.epochs} epochs: {base:.1f} s without the cache, {cached:.1f} s with it "
           f"({base / cached:.2f}x); the cache holds {len(teachers['cache (shipped)'].cache)} sentences, "

@@ -19,7 +19,7 @@ import time
 import torch
 from lightning.fabric.utilities.apply_func import move_data_to_device
 
-from benchmarks.common import add_root_option, wait_for_device
+from benchmarks.common import add_root_option, seconds, wait_for_device
 from objectives.likelihood import Likelihood
 from parser.data.datamodule import DependencyDataModule
 from parser.data.sentences import read_conllu
@@ -31,12 +31,6 @@ def _clock() -> float:
     """``time.perf_counter()`` once the GPU's queued work (if any) is done."""
     wait_for_device()
     return time.perf_counter()
-
-
-def _seconds(fn) -> float:
-    start = _clock()
-    fn()
-    return _clock() - start
 
 
 def parse_split(model: Parser, sentences: list[list[str]], batch_size: int) -> tuple[float, float]:
@@ -71,7 +65,7 @@ def train_split(model: Parser, batches: list, objective: Likelihood) -> tuple[fl
         optimizer.step()
         step_time += _clock() - t0
         detached = type(scores)(scores.arcs.detach().requires_grad_(), scores.labels.detach().requires_grad_())
-        objective_time += _seconds(lambda: objective(detached, batch).backward())
+        objective_time += seconds(lambda: objective(detached, batch).backward())
     return step_time, objective_time
 
 
