@@ -215,8 +215,25 @@ STUDENT_TERMS = "configs/distill.yaml"  # on top of the teacher's config: its te
 SAME_BATCHES = ("--data.seed", "0")
 
 
+class System:
+    """A system of the comparison. Each has ``name``, its commands (``train_command``,
+    ``parse_command``), ``steps`` and ``version``; by default its trained model is ``saved`` in
+    its run folder, its commands need no ``env``, it takes a seed and runs every epoch asked for."""
+
+    name = ""
+    saved = ""  # the trained model's path in the run folder
+    env: dict[str, str] = {}  # what its commands need set
+    seeded = True  # False: no seed, one run per cell
+
+    def model(self, out: Path) -> Path:
+        return out / self.saved
+
+    def epochs(self, s: Setting, out: Path, log: str) -> int:
+        return s.epochs
+
+
 @dataclass
-class TreeExp:
+class TreeExp(System):
     """This project: ``config`` (``configs/likelihood.yaml``, or ``--treeexp-config``) with
     the data, batch and epochs set, its warm-up 10% of the steps as SuPar's (the config's
     100 steps are for 1,554), and ``--treeexp-args`` on top; ``precision``: Lightning's
@@ -226,7 +243,6 @@ class TreeExp:
     precision: str = "32-true"
     config: str = "configs/likelihood.yaml"
     extra: tuple[str, ...] = ()
-    env: dict[str, str] = field(default_factory=dict)
 
     def overrides(self, s: Setting) -> list[str]:
         """Its ``train.py fit`` overrides on ``s`` but the seed."""
@@ -305,12 +321,12 @@ class TreeExpSelfDistilled(TreeExp):
         return super().version().replace("treeexp", "treeexp self-distilled", 1)
 
 
-class SuPar:
+class SuPar(System):
     """SuPar's biaffine dependency parser fine-tuning the encoder, with the recipe of its
     ``biaffine.dep`` transformer configs (last 4 layers mean-pooled, AdamW 5e-5 and x20 on
     the rest, 10% linear warm-up then linear decay); ``--tree``: maximum spanning trees."""
 
-    name = "supar"
+    name, saved = "supar", "model"
     RECIPE = {"Network": {"n_bert_layers": 4, "mix_dropout": 0.0, "bert_pooling": "'mean'", "encoder_dropout": 0.1,
                           "n_arc_mlp": 500, "n_rel_mlp": 100, "mlp_dropout": 0.33},
               "Optimizer": {"lr": 5e-5, "lr_rate": 20, "clip": 5.0, "min_freq": 2, "fix_len": 20, "warmup": 0.1,
@@ -332,9 +348,6 @@ class SuPar:
         return [self.python(), "-m", "supar.cmds.biaffine_dep", "train", "-b", "-d", "-1", "-t", "1", "-s", str(s.seed),
                 "-c", str(out / "supar.ini"), "-p", str(out / "model"), "--encoder", "bert", "--bert", encoder_path(),
                 "--buckets", str(buckets), "--train", str(s.train), "--dev", str(s.dev), "--test", str(s.dev)]
-
-    def model(self, out: Path) -> Path:
-        return out / "model"
 
     def parse_command(self, model: Path, source: Path, target: Path) -> list[str]:
         return [self.python(), "-m", "supar.cmds.biaffine_dep", "predict", "--tree", "-d", "-1", "-t", "1",
@@ -359,13 +372,12 @@ def supar_steps(log: str) -> int:
     return int(batches.group(1)) * int(epochs[-1])
 
 
-class HopsParser:
+class HopsParser(System):
     """hopsparser with its published transformer recipe (``examples/configs/roberta-base.yaml``:
     all layers averaged, then its 3-layer BiLSTM of 1024; Adam 3e-5, constant), in batches of
     whole sentences: the count that gives ``batch_tokens`` words at the file's mean length."""
 
-    name = "hopsparser"
-    env: dict[str, str] = {}
+    name, saved = "hopsparser", "trained/model"
 
     def exe(self) -> str:
         return str(venv("hopsparser") / "bin" / "hopsparser")
@@ -384,39 +396,29 @@ class HopsParser:
         return [self.exe(), "train", str(out / "hopsparser.yaml"), str(s.train), str(out / "trained"),
                 "--dev-file", str(s.dev), "--device", "cpu", "--rand-seed", str(s.seed), "--overwrite"]
 
-    def model(self, out: Path) -> Path:
-        return out / "trained" / "model"
-
     def parse_command(self, model: Path, source: Path, target: Path) -> list[str]:
         return [self.exe(), "parse", str(model), str(source), str(target), "--device", "cpu"]
 
     def steps(self, s: Setting, out: Path, log: str) -> int:
         return s.epochs * math.ceil(s.sentences / self.batch_sentences(s))  # its loader keeps the last, short batch
 
-    def epochs(self, s: Setting, out: Path, log: str) -> int:
-        return s.epochs  # no early stopping: every epoch asked for runs
-
     def version(self) -> str:
         return f"hopsparser {installed('hopsparser', 'hopsparser')} (transformers {installed('hopsparser', 'transformers')})"
 
 
-class Stanza:
+class Stanza(System):
     """Stanza's parser (the stanza of this environment's test extra). It has no transformer
     encoder option and asks for pretrained word vectors from its hub; the row records what
     its training does when given the same data offline."""
 
-    name = "stanza"
-    env: dict[str, str] = {}
+    name, saved = "stanza", "en_ewt_parser.pt"
 
     def train_command(self, s: Setting, out: Path) -> list[str]:
-        steps = max(1, s.epochs * s.words // s.batch_tokens)
+        steps = self.steps(s, out, "")
         return [sys.executable, "-m", "stanza.models.parser", "--mode", "train", "--train_file", str(s.train),
                 "--eval_file", str(s.dev), "--gold_file", str(s.dev), "--output_file", str(out / "dev.pred.conllu"),
                 "--lang", "en", "--shorthand", "en_ewt", "--save_dir", str(out), "--batch_size", str(s.batch_tokens),
                 "--max_steps", str(steps), "--seed", str(s.seed), "--cpu"]
-
-    def model(self, out: Path) -> Path:
-        return out / "en_ewt_parser.pt"
 
     def parse_command(self, model: Path, source: Path, target: Path) -> list[str]:
         return [sys.executable, "-m", "stanza.models.parser", "--mode", "predict", "--save_dir", str(model.parent),
@@ -425,9 +427,6 @@ class Stanza:
 
     def steps(self, s: Setting, out: Path, log: str) -> int:
         return max(1, s.epochs * s.words // s.batch_tokens)
-
-    def epochs(self, s: Setting, out: Path, log: str) -> int:
-        return s.epochs
 
     def version(self) -> str:
         import stanza
@@ -440,7 +439,7 @@ def peer_driver(name: str) -> list[str]:
     return [str(venv(name) / "bin" / "python"), "-m", "benchmarks.peer_drivers"]
 
 
-class UDPipe1:
+class UDPipe1(System):
     """UDPipe 1 (``ufal.udpipe``'s trainer, the library ``udpipe --train`` runs) with its
     default recipe: no tokenizer (gold tokenisation), the MorphoDiTa tagger and the Parsito
     parser with every option at its default (parser: projective arc-standard, dynamic and
@@ -448,16 +447,11 @@ class UDPipe1:
     iterations, early stopping on the dev file); the parser reads the tagger's tags. It has
     no seed (``run=N`` picks other hyperparameters): one run per cell."""
 
-    name = "udpipe1"
-    seeded = False
+    name, saved, seeded = "udpipe1", "model.udpipe", False
     ITERATIONS = 10  # the parser's default
-    env: dict[str, str] = {}
 
     def train_command(self, s: Setting, out: Path) -> list[str]:
         return [*peer_driver("udpipe1"), "udpipe1-train", str(s.train), str(s.dev), str(out / "model.udpipe")]
-
-    def model(self, out: Path) -> Path:
-        return out / "model.udpipe"
 
     def parse_command(self, model: Path, source: Path, target: Path) -> list[str]:
         return [*peer_driver("udpipe1"), "udpipe1-parse", str(model), str(source), str(target)]
@@ -472,7 +466,7 @@ class UDPipe1:
         return f"UDPipe {installed('udpipe1', 'ufal.udpipe')} (default recipe)"
 
 
-class SpaCy:
+class SpaCy(System):
     """spaCy's CNN pipeline as ``spacy init config --pipeline tagger,parser`` writes it (its
     default recipe: shared tok2vec, tagger, transition parser; Adam, batches of 100 to 1,000
     words, evaluation every 200 steps, stopping after 1,600 without a better dev score, at
@@ -486,9 +480,7 @@ class SpaCy:
     (a ``KeyError: ''``). It parses ``Doc`` objects of the gold words
     (``benchmarks.peer_drivers``)."""
 
-    name = "spacy"
-    seeded = True
-    env: dict[str, str] = {}
+    name, saved = "spacy", "trained/model-best"
 
     def spacy(self) -> list[str]:
         return [str(venv("spacy") / "bin" / "python"), "-m", "spacy"]
@@ -505,9 +497,6 @@ class SpaCy:
                   "--training.seed", str(s.seed), "--corpora.train.gold_preproc", "true",
                   "--corpora.dev.gold_preproc", "true", "--components.tagger.neg_prefix", '""']]
         return ["bash", "-c", " && ".join(shlex.join(step) for step in steps)]
-
-    def model(self, out: Path) -> Path:
-        return out / "trained" / "model-best"
 
     def parse_command(self, model: Path, source: Path, target: Path) -> list[str]:
         return [*peer_driver("spacy"), "spacy-parse", str(model), str(source), str(target)]
@@ -612,10 +601,10 @@ def run(args: argparse.Namespace) -> list[dict]:
         setting = Setting(train, dev, len(sentences), word_count(sentences), args.epochs, args.batch_tokens, seed,
                           treebank_file("train", treebank))
         for name, system in systems.items():
-            if seed != args.seed[0] and not getattr(system, "seeded", True):
+            if seed != args.seed[0] and not system.seeded:
                 continue  # a system without a seed runs once
             out = RUNS / "out" / run_id / (name if len(args.seed) == 1 else f"{name}-s{seed}")
-            seeded = {"seed": seed} if getattr(system, "seeded", True) else {}
+            seeded = {"seed": seed} if system.seeded else {}
             row = {"system": name, "version": versions[name], **seeded,
                    **measure(system, setting, test, out, args.repeats), **shared}
             record_row(row, Path(args.results))
@@ -761,10 +750,13 @@ def is_student(row: dict, round_: int) -> bool:
             and row["variant"].endswith("--model.encoder_options.word_dropout 0.15"))
 
 
-def entry(treebank: str, training: str, system: str, version: str, rows: list[dict], **fields) -> dict:
-    """One system in one cell: its seeds' LAS and UAS and what it cost (None: not recorded)."""
+def entry(treebank: str, training: str, system: str, version: str, rows: list[dict], cited: dict, prefix: str = "",
+          **fields) -> dict:
+    """One system in one cell: its seeds' LAS and UAS (``rows``' ``{prefix}las`` and ``{prefix}uas``), the commit
+    of the row ``cited``, and ``fields``: whether it is recorded, what it cost (None: not recorded)."""
     return {"treebank": treebank, "training": training, "system": system, "version": version,
-            "las": [row["las"] for row in rows], "uas": [row["uas"] for row in rows], **fields}
+            "las": [row[f"{prefix}las"] for row in rows], "uas": [row[f"{prefix}uas"] for row in rows],
+            "commit": cited["commit"], **fields}
 
 
 def peer_entries(rows: list[dict]) -> list[dict]:
@@ -779,11 +771,10 @@ def peer_entries(rows: list[dict]) -> list[dict]:
     groups: dict[tuple, list[dict]] = {}
     for (treebank, training, system, _), row in latest.items():
         groups.setdefault((treebank, training, system), []).append(row)
-    return [entry(treebank, training, system, members[-1]["version"], members, recorded=False,
+    return [entry(treebank, training, system, members[-1]["version"], members, members[-1], recorded=False,
                   minutes=statistics.mean(row["train_cpu_seconds"] for row in members) / 60,
                   parse=statistics.mean(row["parse_sentences_per_cpu_s"] for row in members),
-                  rss=max(max(row["train_peak_rss_mib"], row["parse_peak_rss_mib"]) for row in members),
-                  commit=members[-1]["commit"], command=members[-1]["command"])
+                  rss=max(max(row["train_peak_rss_mib"], row["parse_peak_rss_mib"]) for row in members))
             for (treebank, training, system), members in groups.items()]
 
 
@@ -804,24 +795,21 @@ def recorded_entries(low_resource: list[dict], small_treebanks: list[dict]) -> l
         if by_commit:
             teachers = max(by_commit.values(), key=len)  # the commit that ran all 3 seeds
             teacher_seconds = sum(row["train_seconds"] for row in teachers)
-            entries.append(entry(treebank, "100", "treeexp", "treeexp supervised (recorded)", teachers, recorded=True,
-                                 minutes=statistics.mean(row["train_seconds"] for row in teachers) / 60, parse=None,
-                                 rss=None, commit=teachers[0]["commit"], command=teachers[0]["command"]))
+            entries.append(entry(treebank, "100", "treeexp", "treeexp supervised (recorded)", teachers, teachers[0],
+                                 recorded=True, minutes=statistics.mean(row["train_seconds"] for row in teachers) / 60,
+                                 parse=None, rss=None))
             students = [row for row in cell if is_student(row, 2)]
             first = {row["seed"]: row for row in cell if is_student(row, 1)}
             if students and all(row["seed"] in first for row in students):
                 minutes = statistics.mean(teacher_seconds + first[row["seed"]]["train_seconds"] + row["train_seconds"]
                                           for row in students) / 60
                 entries.append(entry(treebank, "100", "treeexp-self", "treeexp self-distilled, 2 rounds (recorded)",
-                                     students, recorded=True, minutes=minutes, parse=None, rss=None,
-                                     commit=students[0]["commit"], command=students[0]["command"]))
+                                     students, students[0], recorded=True, minutes=minutes, parse=None, rss=None))
         best = whole_file_run(small_treebanks, treebank)
         if best:
-            entries.append({"treebank": treebank, "training": "all", "system": "treeexp",
-                            "version": "treeexp configs/small_treebank.yaml (recorded)", "las": [best["test_las"]],
-                            "uas": [best["test_uas"]], "recorded": True, "minutes": best["cpu_minutes"], "parse": None,
-                            "rss": recorded_rss_mib(best),
-                            "commit": best["commit"], "command": best["command"]})
+            entries.append(entry(treebank, "all", "treeexp", "treeexp configs/small_treebank.yaml (recorded)", [best],
+                                 best, "test_", recorded=True, minutes=best["cpu_minutes"], parse=None,
+                                 rss=recorded_rss_mib(best)))
     return entries
 
 
@@ -858,12 +846,10 @@ def pipeline_entries(transfer: list[dict], new_language: list[dict], parsed: lis
                 continue
             speed = parsing.get((treebank, training)) if system == "treeexp-transfer" else None
             rss = max(run["peak_rss_mib"] for _, needed in seeds for run in needed)
-            entries.append({"treebank": treebank, "training": training, "system": system, "version": version,
-                            "las": [row["test_las"] for row, _ in seeds], "uas": [row["test_uas"] for row, _ in seeds],
-                            "recorded": True, "parse": speed and speed["parse_sentences_per_cpu_s"],
-                            "minutes": statistics.mean(sum(run["cpu_minutes"] for run in needed) for _, needed in seeds),
-                            "rss": max(rss, speed["parse_peak_rss_mib"]) if speed else rss,
-                            "commit": seeds[-1][0]["commit"], "command": seeds[-1][0]["command"]})
+            entries.append(entry(treebank, training, system, version, [row for row, _ in seeds], seeds[-1][0], "test_",
+                                 recorded=True, parse=speed and speed["parse_sentences_per_cpu_s"],
+                                 minutes=statistics.mean(sum(run["cpu_minutes"] for run in needed) for _, needed in seeds),
+                                 rss=max(rss, speed["parse_peak_rss_mib"]) if speed else rss))
     return entries
 
 
