@@ -150,26 +150,13 @@ def entropy_and_grad(function, scores: torch.Tensor, lengths: torch.Tensor):
     return value.detach(), grad
 
 
-def slogdet_log_partition(scores: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-    """Plain autograd log Z (single-root): slogdet of the Koo et al. Laplacian of per-word
-    shifted weights. ``(B, N+1, N+1)`` -> ``(B,)``."""
-    size = scores.shape[-1]
-    mask = arc_mask(lengths, size - 1)
-    masked = scores.masked_fill(~mask, float("-inf"))
-    shift = masked.detach().amax(-2, keepdim=True).nan_to_num(0.0, 0.0, 0.0)
-    w = torch.exp(masked - shift)
-    pad_diag = (torch.arange(1, size, device=scores.device)[None, :] > lengths[:, None]).to(w.dtype)
-    lap = torch.diag_embed(w[:, 1:, 1:].sum(1) + pad_diag) - w[:, 1:, 1:]
-    lap = torch.cat([w[:, :1, 1:], lap[:, 1:]], 1)
-    return torch.linalg.slogdet(lap)[1] + shift.sum((-2, -1))
-
-
 def slogdet_marginals(scores: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """log Z and the marginals as ``autograd.grad(log Z, create_graph=True)``: gradients of
-    anything built from them are double backwards through the determinant."""
+    """log Z (single-root: slogdet of the Koo et al. Laplacian, :mod:`objectives.baselines`) and the
+    marginals as ``autograd.grad(log Z, create_graph=True)``: gradients of anything built from
+    them are double backwards through the determinant."""
     if not scores.requires_grad:
         scores.requires_grad_()
-    log_z = slogdet_log_partition(scores, lengths)
+    log_z = bl._mtt_log_partition(scores, lengths, False)
     (mu,) = torch.autograd.grad(log_z.sum(), scores, create_graph=True)
     return log_z, mu
 

@@ -162,12 +162,6 @@ def write_first(source: Path, count: int | None, target: Path) -> list:
     return sentences
 
 
-def treebank_file(split: str, treebank: str = TREEBANK) -> Path:
-    from parser.data.datamodule import treebank_file
-
-    return treebank_file(treebank, split)
-
-
 def size_arg(text: str) -> int | None:
     """A number of sentences on the command line: a count, or ``all`` (None)."""
     return None if text == "all" else int(text)
@@ -572,16 +566,18 @@ def run(args: argparse.Namespace) -> list[dict]:
     """Train every system of ``args.systems`` in turn, parse the test file with it, score
     it; each system's row goes to ``args.results`` as soon as it is done (a run stopped
     midway keeps the systems it finished). Returns the rows."""
+    from parser.data.datamodule import treebank_file
+
     treebank = args.treebank
     data = RUNS / "data" / treebank
     train = data / f"train-{size_name(args.sentences)}.conllu"
     dev = data / f"dev-{size_name(args.dev_sentences)}.conllu"
-    sentences = write_first(treebank_file("train", treebank), args.sentences, train)
-    write_first(treebank_file("dev", treebank), args.dev_sentences, dev)
-    test = treebank_file("test", treebank)
+    sentences = write_first(treebank_file(treebank, "train"), args.sentences, train)
+    write_first(treebank_file(treebank, "dev"), args.dev_sentences, dev)
+    test = treebank_file(treebank, "test")
     if args.test_sentences is not None:  # a quick check of the pipeline, not a result to report
         test = data / f"test-{args.test_sentences}.conllu"
-        write_first(treebank_file("test", treebank), args.test_sentences, test)
+        write_first(treebank_file(treebank, "test"), args.test_sentences, test)
     run_id = new_run_folder(RUNS / "out")
     shared = {"run": run_id, "treebank": treebank, "training": size_name(args.sentences), "sentences": len(sentences),
               "words": word_count(sentences), "dev_sentences": size_name(args.dev_sentences), "epochs": args.epochs,
@@ -599,7 +595,7 @@ def run(args: argparse.Namespace) -> list[dict]:
     rows = []
     for seed in args.seed:
         setting = Setting(train, dev, len(sentences), word_count(sentences), args.epochs, args.batch_tokens, seed,
-                          treebank_file("train", treebank))
+                          treebank_file(treebank, "train"))
         for name, system in systems.items():
             if seed != args.seed[0] and not system.seeded:
                 continue  # a system without a seed runs once

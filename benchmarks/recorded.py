@@ -27,8 +27,7 @@ FULL_DATA_LAS = {
 }
 DEFAULT_TREEBANK = "UD_English-EWT"  # the treebank of rows that do not name theirs (the first rows)
 Cells = dict[tuple[int | str, str, str], list[dict]]  # (labeled size, objective, variant) -> its runs
-# The headline: these languages' recipe rows at SIZE trees, a self_distill variant that starts with ROUND and
-# holds every one of WITH
+# The headline: these languages' recipe rows at SIZE trees
 LANGUAGES = ("UD_Wolof-WTB", "UD_Vietnamese-VTB", "UD_Greek-GDT", "UD_Uyghur-UDT", "UD_English-EWT")
 SIZE = 100  # labeled trees
 # the recipe's rows: a self_distill variant that starts with ROUND and holds every one of WITH
