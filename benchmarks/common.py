@@ -17,6 +17,7 @@ import hashlib
 import json
 import os
 import platform
+import resource
 import shlex
 import statistics
 import subprocess
@@ -226,6 +227,11 @@ def fresh_process(module: str, arguments: Sequence[str]) -> dict:
     output = subprocess.run([sys.executable, "-m", module, *arguments], cwd=ROOT, check=True, capture_output=True,
                             text=True).stdout
     return json.loads(output.strip().splitlines()[-1])
+
+
+def peak_rss_mib() -> int:
+    """This process's peak resident set so far, in MiB (``ru_maxrss`` counts KiB)."""
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
 
 
 def peak_memory(function: Callable[[], object], device: str | torch.device = "cpu") -> int:

@@ -27,6 +27,7 @@ import numpy as np
 import torch
 
 from benchmarks.common import interleaved
+from parser.data.datamodule import treebank_file
 from parser.decoding.decode import mst
 from parser.fetch import default_root
 from parser.model import Parser
@@ -65,7 +66,7 @@ def trained_batches(checkpoint: str, treebank: str, sentences: int, batch_size: 
     """A trained parser's arc scores `(B, N+1, N+1)` float32 of the first ``sentences``
     test sentences of ``treebank``, in length-sorted batches, with their lengths `(B,)`."""
     model = Parser.load(checkpoint).eval()
-    test = read_conllu(next((default_root() / treebank).glob("*-ud-test.conllu")))
+    test = read_conllu(treebank_file(treebank, "test"))
     words = sorted((s.words for s in test[:sentences]), key=len)
     with torch.no_grad():
         return [(model(words[i : i + batch_size]).arcs.float(), torch.tensor([len(w) for w in words[i : i + batch_size]]))

@@ -41,8 +41,8 @@ from statistics import median
 
 import torch
 
-from benchmarks.common import (fmt_mib, fmt_ms, fresh_process, interleaved, interleaved_chunks, machine, markdown_table,
-                               peak_memory, seconds, setup)
+from benchmarks.common import (ROOT, fmt_mib, fmt_ms, fresh_process, interleaved, interleaved_chunks, machine,
+                               markdown_table, peak_memory, seconds, setup)
 from objectives import baselines as bl
 from objectives.conventions import arc_mask
 from objectives.expectations import covariance_with_arcs, entropy, expectation
@@ -50,8 +50,7 @@ from objectives.mtt import log_partition_and_marginals
 from parser.data.sentences import read_conllu
 from parser.drawing import new_figure, save
 
-REPO = Path(__file__).resolve().parents[1]
-UD_DIR = Path(os.environ.get("UD_DIR", REPO.parent / "shared" / "data" / "ud"))
+UD_DIR = Path(os.environ.get("UD_DIR", ROOT.parent / "shared" / "data" / "ud"))
 # name, file, paper's mean length, entropy and speed-up (arXiv v1 / TACL)
 LANGUAGES = (
     ("Finnish", "UD_Finnish-TDT/fi_tdt-ud-test.conllu", 9.23, 0.6092, 3.4, 4.1),
@@ -590,11 +589,11 @@ def load_objectives(revision: str):
     root = Path(tempfile.mkdtemp()) / name
     root.mkdir()
     files = subprocess.run(
-        ["git", "ls-tree", "--name-only", revision, "objectives/"], cwd=REPO, check=True, capture_output=True, text=True
+        ["git", "ls-tree", "--name-only", revision, "objectives/"], cwd=ROOT, check=True, capture_output=True, text=True
     ).stdout.split()
     for path in files:
         if path.endswith(".py"):
-            source = subprocess.run(["git", "show", f"{revision}:{path}"], cwd=REPO, check=True, capture_output=True, text=True)
+            source = subprocess.run(["git", "show", f"{revision}:{path}"], cwd=ROOT, check=True, capture_output=True, text=True)
             (root / Path(path).name).write_text(source.stdout)
     sys.path.insert(0, str(root.parent))
     return importlib.import_module(name)

@@ -36,6 +36,7 @@ from pathlib import Path
 import torch
 
 from benchmarks.common import add_root_option
+from parser.data.datamodule import treebank_file
 from parser.statistics import UPOS_VOCAB, tree_tensors
 from objectives.ge import MIN_COUNT, estimate_targets, tag_pair_constraints
 from parser.data.sentences import Sentence, read_conllu, write_conllu
@@ -88,9 +89,7 @@ def main() -> None:
     cli.add_argument("--sample", type=int, default=2000)
     args = cli.parse_args()
 
-    folder = args.root / args.treebank
-    read = lambda split: read_conllu(next(folder.glob(f"*-ud-{split}.conllu")))  # noqa: E731
-    train, test = read("train"), read("test")
+    train, test = (read_conllu(treebank_file(args.treebank, split, args.root)) for split in ("train", "test"))
     predicted = {int(k): Path(f) for k, f in (item.split("=", 1) for item in args.predicted)}
     for k, out in (item.split("=", 1) for item in args.write_sample):
         rest = train[int(k):]

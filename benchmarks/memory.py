@@ -15,14 +15,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import sys
 import time
 
 import torch
 import yaml
 
-from benchmarks.common import fresh_process
+from benchmarks.common import fresh_process, peak_rss_mib
 from objectives.likelihood import Likelihood
 from parser.data.datamodule import DependencyDataModule
 from parser.model import Parser
@@ -57,7 +56,7 @@ def measure(config: str, worst: int, chunked: bool) -> dict:
         optimizer.step()
     return {
         "variant": "chunked (shipped)" if chunked else "padded (baseline)",
-        "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),  # ru_maxrss: KiB
+        "peak_rss_mib": peak_rss_mib(),
         "seconds": time.perf_counter() - start,
         "padded_positions": [p for p, _, _ in batches],
         "real_subwords": [r for _, r, _ in batches],

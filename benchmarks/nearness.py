@@ -19,8 +19,8 @@ from pathlib import Path
 
 import yaml
 
-from benchmarks.common import ROOT, TARGETS, portable, provenance
-from parser.fetch import default_root
+from benchmarks.common import ROOT, TARGETS, add_root_option, portable, provenance
+from parser.data.datamodule import treebank_file
 from parser.nearness import CANDIDATE_WORDS
 
 TREES = 100
@@ -37,13 +37,13 @@ def candidates(target: str) -> list[str]:
 
 def main() -> None:
     cli = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    cli.add_argument("--root", type=Path, default=default_root(), help="the folder of UD treebanks")
+    add_root_option(cli)
     cli.add_argument("--output", type=Path, default=ROOT / "docs" / "results" / "nearness.jsonl")
     args = cli.parse_args()
     root = args.root.resolve()
     rows = []
     for target in TARGETS:
-        train = next((root / target).glob("*-ud-train.conllu"))
+        train = treebank_file(target, "train", root)
         arguments = ["-m", "parser.main", "nearness", "--target", str(train), "--trees", str(TREES),
                      "--root", str(root), "--candidates", *candidates(target), "--json"]
         made = provenance(arguments)

@@ -28,7 +28,6 @@ import argparse
 import gzip
 import json
 import os
-import resource
 import shlex
 import statistics
 import subprocess
@@ -41,10 +40,9 @@ from pathlib import Path
 import torch
 from lightning.pytorch import Callback
 
-from benchmarks.common import markdown_table
+from benchmarks.common import ROOT, markdown_table, peak_rss_mib
 from parser.data.datamodule import DependencyDataModule
 
-REPO = Path(__file__).resolve().parents[1]
 LAUNCHED = "TREEEXP_BENCH_LAUNCHED"  # time.time() when the driver started the run
 
 
@@ -73,7 +71,7 @@ class Timing(Callback):
         if trainer.is_global_zero:
             Path(self.output).write_text(json.dumps({
                 "first_step_s": round(self.first_step_s, 2),
-                "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),  # ru_maxrss: KiB
+                "peak_rss_mib": peak_rss_mib(),
                 "sentences_per_s": round(float(sentences) / seconds, 2),
             }))
 
@@ -96,7 +94,7 @@ def train(args: list[str], processes: int = 1) -> dict:
     """Run ``train.py fit ARGS`` with Timing on ``processes`` CPU processes; its numbers."""
     with tempfile.TemporaryDirectory() as root:
         output = Path(root) / "timing.json"
-        command = [sys.executable, str(REPO / "train.py"), "fit", *args,
+        command = [sys.executable, str(ROOT / "train.py"), "fit", *args,
                    "--trainer.callbacks+=benchmarks.stream.Timing", "--trainer.callbacks.output", str(output),
                    "--trainer.limit_val_batches", "0", "--trainer.enable_progress_bar", "false",
                    "--trainer.default_root_dir", root, "--trainer.accelerator", "cpu",
@@ -104,7 +102,7 @@ def train(args: list[str], processes: int = 1) -> dict:
         if processes > 1:
             command += ["--trainer.strategy", "ddp"]
         env = {**os.environ, LAUNCHED: str(time.time()), "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
-        subprocess.run(command, cwd=REPO, env=env, check=True, capture_output=True)
+        subprocess.run(command, cwd=ROOT, env=env, check=True, capture_output=True)
         return json.loads(output.read_text())
 
 
@@ -114,7 +112,7 @@ def parse(checkpoint: str, corpus: Path, window: int | None = None) -> dict:
     command = [sys.executable, "-m", "parser.main", "parse", checkpoint, str(corpus), "-", "--no-progress",
                *(["--window", str(window)] if window else [])]
     start = time.perf_counter()
-    child = subprocess.Popen(command, cwd=REPO, env={**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"},
+    child = subprocess.Popen(command, cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"},
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     _, status, usage = os.wait4(child.pid, 0)
     seconds = time.perf_counter() - start
@@ -160,14 +158,14 @@ def main(argv: list[str] | None = None) -> None:
     if args.what == "corpora":
         print("| corpus | time to first step (s) | peak RSS (MiB) | sentences/s |\n|---|---|---|---|")
         for name in ("10k.txt", "1m.txt", "1m.txt.gz"):
-            result = train(["--config", str(REPO / "configs/entropy.yaml"), "--data.unlabeled", str(args.dir / name),
+            result = train(["--config", str(ROOT / "configs/entropy.yaml"), "--data.unlabeled", str(args.dir / name),
                             "--data.batch_tokens", "1000", "--trainer.max_steps", str(args.steps or 8)])
             print(f"| {name} | {result['first_step_s']} | {result['peak_rss_mib']} | {result['sentences_per_s']} |",
                   flush=True)
         return
     print("| processes | time to first step (s) | peak RSS per process (MiB) | sentences/s |\n|---|---|---|---|")
     for processes in (1, 2):
-        result = train(["--config", str(REPO / "configs/likelihood.yaml"), "--data.batch_tokens", "1000",
+        result = train(["--config", str(ROOT / "configs/likelihood.yaml"), "--data.batch_tokens", "1000",
                         "--trainer.max_steps", str(args.steps or 16)], processes)
         print(f"| {processes} | {result['first_step_s']} | {result['peak_rss_mib']} | {result['sentences_per_s']} |",
               flush=True)

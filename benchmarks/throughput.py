@@ -21,7 +21,7 @@ from lightning.fabric.utilities.apply_func import move_data_to_device
 
 from benchmarks.common import add_root_option, seconds, wait_for_device
 from objectives.likelihood import Likelihood
-from parser.data.datamodule import DependencyDataModule
+from parser.data.datamodule import DependencyDataModule, treebank_file
 from parser.data.sentences import read_conllu
 from parser.model import Parser
 from parser.training.optimizer import adamw_linear
@@ -87,7 +87,7 @@ def main() -> None:
     if args.checkpoint:
         data.label_vocab = model.network.label_vocab
     model = model.to(args.device)
-    test = read_conllu(next((args.root / args.treebank).glob("*-ud-test.conllu")))
+    test = read_conllu(treebank_file(args.treebank, "test", args.root))
     sentences = [s.words for s in test[: args.sentences]]
     loader = iter(data.train_dataloader())
     batches = [move_data_to_device(next(loader), args.device) for _ in range(args.train_batches)]
