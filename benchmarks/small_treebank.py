@@ -61,15 +61,10 @@ def train(args: argparse.Namespace, overrides: list[str]) -> dict:
             "peak_rss_mib": round(usage["peak_rss_bytes"] / 2**20), **run.provenance()}
 
 
-def decoder_options(decoder: str, margin: float) -> dict:
-    """``parser.predict`` keyword arguments of a decoder."""
-    return {"mst": {"projective": False}, "eisner": {"projective": True},
-            "margin": {"crossing_margin": margin}}[decoder]
-
-
-def decoder_flags(decoder: str, margin: float) -> str:
-    """The same as ``parser.predict`` command-line flags."""
-    return {"mst": "--no-projective", "eisner": "--projective", "margin": f"--crossing-margin {margin:.4f}"}[decoder]
+def decoder_options(decoder: str, margin: float) -> tuple[dict, str]:
+    """``parser.predict``'s keyword arguments of a decoder, and the same as its command-line flags."""
+    return {"mst": ({"projective": False}, "--no-projective"), "eisner": ({"projective": True}, "--projective"),
+            "margin": ({"crossing_margin": margin}, f"--crossing-margin {margin:.4f}")}[decoder]
 
 
 def score_run(args: argparse.Namespace, ablation: str, variant: str, trained: dict) -> list[dict]:
@@ -80,6 +75,7 @@ def score_run(args: argparse.Namespace, ablation: str, variant: str, trained: di
     tagged = trains_tagger(trained["config"]["model"])
     rows = []
     for decoder in DECODERS:
+        options, flags = decoder_options(decoder, margin)
         row = {"treebank": args.treebank, "recipe": args.config, "ablation": ablation, "variant": variant,
                "encoder": trained["config"]["model"]["encoder"], "steps": trained["steps"],
                "cpu_minutes": trained["cpu_minutes"], "wall_minutes": trained["wall_minutes"],
@@ -87,11 +83,11 @@ def score_run(args: argparse.Namespace, ablation: str, variant: str, trained: di
                "commit": trained["commit"], "command": trained["command"], "decoder": decoder,
                "crossing_margin": round(margin, 4) if decoder == "margin" else None,
                "predict": f"python -m parser.predict BEST.ckpt SPLIT.conllu OUT.conllu "
-                          f"{'--overwrite-upos ' if tagged else ''}{decoder_flags(decoder, margin)}"}
+                          f"{'--overwrite-upos ' if tagged else ''}{flags}"}
         shares = {}
         for split, path in gold.items():
             predicted = best_ckpt.parent.parent / f"{split}.{decoder}.conllu"
-            scores = score_checkpoint(best_ckpt, path, predicted, overwrite_upos=tagged, **decoder_options(decoder, margin))
+            scores = score_checkpoint(best_ckpt, path, predicted, overwrite_upos=tagged, **options)
             found = crossings(path, predicted)
             row.update({f"{split}_{k}": round(v, 2) for k, v in scores.items()})
             row[f"{split}_nonprojective_trees"] = round(100 * found.predicted_trees / found.sentences, 1)
