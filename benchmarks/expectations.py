@@ -109,13 +109,14 @@ class RandomBiaffine:
         return self.scale * head @ self.bilinear @ dep.T + prior
 
 
-def pad(scores: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
-    """Stack per-sentence ``(n+1, n+1)`` scores into ``(B, N+1, N+1)`` (padding 0) and lengths."""
-    size = max(s.shape[0] for s in scores)
-    out = torch.zeros(len(scores), size, size, dtype=scores[0].dtype)
-    for b, s in enumerate(scores):
-        out[b, : s.shape[0], : s.shape[0]] = s
-    return out, torch.tensor([s.shape[0] - 1 for s in scores])
+def pad(tensors: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Stack per-sentence ``(n+1, n+1, ...)`` scores or features into ``(B, N+1, N+1, ...)``
+    (padding 0), with the lengths ``(B,)``."""
+    size = max(t.shape[0] for t in tensors)
+    out = torch.zeros(len(tensors), size, size, *tensors[0].shape[2:], dtype=tensors[0].dtype)
+    for b, t in enumerate(tensors):
+        out[b, : t.shape[0], : t.shape[0]] = t
+    return out, torch.tensor([t.shape[0] - 1 for t in tensors])
 
 
 def moved(device: str, *tensors: torch.Tensor) -> list[torch.Tensor]:
@@ -344,14 +345,9 @@ def part_ge(args) -> str:
     chunks = length_buckets([int(x[1]) for x in items], args.batch_size)
     batches = []
     for ids in chunks:
-        chunk = [items[i] for i in ids]
-        scores, lengths = pad([c[0][0] for c in chunk])
-        size = scores.shape[-1]
-        f = torch.zeros(len(chunk), size, size, len(pairs), dtype=torch.float64)
-        for b, c in enumerate(chunk):
-            m = c[2].shape[1]
-            f[b, :m, :m] = c[2][0]
-        batches.append(moved(args.device, scores, lengths, f, torch.cat([c[3] for c in chunk])))
+        scores, lengths = pad([items[i][0][0] for i in ids])
+        features, _ = pad([items[i][2][0] for i in ids])
+        batches.append(moved(args.device, scores, lengths, features, torch.cat([items[i][3] for i in ids])))
     items = [moved(args.device, *item) for item in items]
 
     contenders = {name: one_by_one(route, items, chunks) for name, route in routes.items()}
