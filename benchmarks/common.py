@@ -195,9 +195,9 @@ def seconds(function: Callable[[], object]) -> float:
 
 
 def interleaved(contenders: dict[str, Callable[[], object]], repeats: int, warmup: int = 1) -> dict[str, list[float]]:
-    """Seconds per call of each contender, ``repeats`` times, round-robin: repeat r runs the
-    contenders in the order rotated by r, so none is always first (caches, frequency);
-    ``warmup`` untimed rounds come first."""
+    """Seconds per call of each contender, ``repeats`` times, round-robin (:func:`interleaved_chunks`,
+    the whole call one piece): repeat r runs the contenders in the order rotated by r, so none is
+    always first (caches, frequency); ``warmup`` untimed rounds come first."""
     return interleaved_chunks({name: lambda _, call=call: call() for name, call in contenders.items()}, 1, repeats, warmup)
 
 

@@ -264,9 +264,9 @@ def _order(recipe: tuple[str, str]) -> tuple[int, str]:
 def report(results: Path) -> str:
     """Markdown, one table per treebank (headed by its name when there are several): test
     UAS/LAS mean +- sd over seeds, each recipe's share of the gap between the strongest
-    supervised parser of its settings (:func:`baseline`; a supervised variant's: the plainest) and the
-    full-data ceiling at its labeled size, labeled sentences
-    beyond K (the kl teacher's), wall-clock per run; then the ceiling and its source."""
+    supervised parser of its settings (:func:`baseline`; a supervised variant's: the plainest)
+    and the full-data ceiling at its labeled size, labeled sentences beyond K (the kl
+    teacher's), wall-clock per run; then the ceiling and its source."""
     treebanks = grid_cells(results)
     tables = [(f"**{treebank}**\n\n" if len(treebanks) > 1 else "") + _table(cells, treebank)
               for treebank, cells in treebanks.items()]
