@@ -26,7 +26,7 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks.common import add_root_option, markdown_table, portable, provenance, read_rows
+from benchmarks.common import append_row, add_root_option, markdown_table, portable, provenance, read_rows
 from benchmarks.tokenizer import official, product, raw_text
 from parser.data.sentences import read_conllu
 from parser.data.tokenizer import TOKENIZER_FILE
@@ -130,8 +130,7 @@ def main(argv: list[str] | None = None) -> None:
     for row in run(args.root, args.treebank, args.sentences, args.parser, args.output):
         row = portable({"treebank": args.treebank, "train_sentences": trees, **row, **origin})
         print(json.dumps(row, ensure_ascii=False), flush=True)
-        with open(args.results, "a", encoding="utf-8") as results:
-            results.write(json.dumps(row, ensure_ascii=False) + "\n")
+        append_row(args.results, row)
 
 
 if __name__ == "__main__":

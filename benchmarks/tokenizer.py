@@ -23,7 +23,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from benchmarks.common import TARGETS, add_root_option, markdown_table, portable, provenance, read_rows
+from benchmarks.common import append_row, TARGETS, add_root_option, markdown_table, portable, provenance, read_rows
 from parser.data.sentences import read_conllu, write_conllu
 from parser.data.tokenizer import EPOCHS
 
@@ -113,8 +113,7 @@ def main(argv: list[str] | None = None) -> None:
     for treebank in args.treebanks:
         row = portable({**run(args.root, treebank, args.sentences, args.epochs, args.output), **origin})
         print(json.dumps(row, ensure_ascii=False), flush=True)
-        with open(args.results, "a", encoding="utf-8") as results:
-            results.write(json.dumps(row, ensure_ascii=False) + "\n")
+        append_row(args.results, row)
 
 
 if __name__ == "__main__":
