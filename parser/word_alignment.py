@@ -80,8 +80,9 @@ def check_same_text(gold: Tokenised, system: Tokenised) -> None:
             return next((where for (_, end), where in zip(file.sentences, file.sources) if at < end),
                         f"{file.sources[-1]} (its end)" if file.sources else "(empty)")
 
-        raise ConlluError(f"{source(system)}: the text is {system.text[at:at + 20]!r} where {source(gold)} has "
-                          f"{gold.text[at:at + 20]!r} (both files must hold the same text, whitespace aside)")
+        shown = slice(max(at - 10, 0), at + 10)  # a few characters either side of the first difference
+        raise ConlluError(f"{source(system)}: the text reads {system.text[shown]!r} where {source(gold)} reads "
+                          f"{gold.text[shown]!r} (both files must hold the same text, whitespace aside)")
 
 
 def align(gold: Sequence[Word], system: Sequence[Word]) -> dict[int, int]:

@@ -44,7 +44,7 @@ def test_hand_computed_scores(tmp_path):
 def test_different_words_name_file_and_line(tmp_path):
     gold = write(tmp_path / "gold.conllu", GOLD)
     pred = write(tmp_path / "pred.conllu", GOLD, words=["She", "saw", "a", "cat", "quickly", "."])
-    with pytest.raises(ValueError, match=f"{pred}:1: the text is 'acatquickly.' where {gold}:1 has 'thecatquickly."):
+    with pytest.raises(ValueError, match=f"{pred}:1: the text reads 'Shesawacatquickl' where {gold}:1 reads 'Shesawthecatquic'"):
         evaluate(gold, pred)  # another tokenisation of the same text would have been aligned
 
 
