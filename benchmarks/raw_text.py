@@ -20,10 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 from benchmarks.common import append_row, add_root_option, markdown_table, portable, provenance, read_rows
@@ -73,22 +70,14 @@ def run(root: Path, treebank: str, sentences: int, parser: Path, output: Path) -
                       "--precision", "auto", log=ours / "raw.log")
     product("parse", str(parser), str(gold), str(ours / "gold.conllu"), "--precision", "auto", log=ours / "gold.log")
     model = udpipe / "model.udpipe"
-    train_seconds = driver("udpipe1-train", str(train), str(dev), str(model), log=udpipe / "train.log")
-    driver("udpipe1-parse", str(model), str(tokens), str(udpipe / "raw.conllu"), log=udpipe / "raw.log")
-    driver("udpipe1-parse", str(model), str(gold), str(udpipe / "gold.conllu"), log=udpipe / "gold.log")
+    peer = "benchmarks.peer_drivers"
+    train_seconds = product("udpipe1-train", str(train), str(dev), str(model), log=udpipe / "train.log", module=peer)
+    product("udpipe1-parse", str(model), str(tokens), str(udpipe / "raw.conllu"), log=udpipe / "raw.log", module=peer)
+    product("udpipe1-parse", str(model), str(gold), str(udpipe / "gold.conllu"), log=udpipe / "gold.log", module=peer)
     shared = {"tokenizer": str(parser / TOKENIZER_FILE), "tokenizer_train_seconds": tokenizer_seconds}
     return [{"system": "treeexp", "parser": str(parser), **shared, "parse_seconds": round(seconds, 1),
              **scored(gold, ours)},
             {"system": "udpipe1", **shared, "train_seconds": round(train_seconds, 1), **scored(gold, udpipe)}]
-
-
-def driver(*arguments: str, log: Path) -> float:
-    """``python -m benchmarks.peer_drivers ARGUMENTS`` in this environment (where ``ufal.udpipe`` is), its seconds."""
-    started = time.perf_counter()
-    with open(log, "w", encoding="utf-8") as out:
-        subprocess.run([sys.executable, "-m", "benchmarks.peer_drivers", *arguments], stdout=out,
-                       stderr=subprocess.STDOUT, check=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
-    return time.perf_counter() - started
 
 
 def scored(gold: Path, folder: Path) -> dict[str, float]:

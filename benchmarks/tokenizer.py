@@ -58,11 +58,12 @@ def official(gold: Path, system: Path, names: Sequence[str]) -> dict[str, float]
     return {name.lower(): round(100 * scores[name].f1, 2) for name in names}
 
 
-def product(*arguments: str, log: Path) -> float:
-    """Run ``python -m parser.main ARGUMENTS`` with its output in ``log``; its seconds."""
+def product(*arguments: str, log: Path, module: str = "parser.main") -> float:
+    """Run ``python -m MODULE ARGUMENTS`` (the product's commands; ``benchmarks.peer_drivers`` for
+    UDPipe 1, whose ``ufal.udpipe`` this environment has) on one thread, its output in ``log``; its seconds."""
     start = time.perf_counter()
     with open(log, "w", encoding="utf-8") as output:
-        subprocess.run([sys.executable, "-m", "parser.main", *arguments], stdout=output, stderr=subprocess.STDOUT,
+        subprocess.run([sys.executable, "-m", module, *arguments], stdout=output, stderr=subprocess.STDOUT,
                        check=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
     return time.perf_counter() - start
 

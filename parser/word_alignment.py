@@ -51,11 +51,10 @@ def tokenised(sentences: Sequence[Sentence]) -> Tokenised:
             identifier = token["id"]
             if isinstance(identifier, tuple) and identifier[1] == ".":
                 continue  # an empty node: not a word
+            form = "".join(token["form"].split())
             if isinstance(identifier, int) and identifier <= multiword_end:
-                form = "".join(token["form"].split())
                 words.append(Word(span[0], span[1], True, form))
                 continue
-            form = "".join(token["form"].split())
             span = (offset, offset + len(form))
             text.append(form)
             offset = span[1]
