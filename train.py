@@ -90,16 +90,21 @@ def find_configs(argv: list[str]) -> list[str]:
     return found
 
 
+def statistics_file(statistics: str | None, reader: str) -> str:
+    """The file of ``--statistics``, which ``reader`` reads (its one-line error where none was given)."""
+    if statistics is None:
+        raise ConfigurationError(f"{reader} reads the language's statistics: give --statistics FILE (a statistics "
+                                 "or facts file, docs/usage.md#a-languages-statistics)")
+    return str(config_path(statistics))
+
+
 def find_rules(terms: list | None, statistics: str | None = None) -> None:
     """Each term's rules file (an objective's ``constraints`` that name no feature family) as
     :func:`~parser.runs.config_path` finds it: ``configs/rules/naseem_ud.yaml`` from any folder;
     ``statistics`` (:data:`STATISTICS`) stands for the file of ``--statistics``."""
     def found(item):
         if item == STATISTICS:
-            if statistics is None:
-                raise ConfigurationError("a GE term reads the language's statistics: give --statistics FILE (a "
-                                         "statistics or facts file, docs/usage.md#a-languages-statistics)")
-            item = statistics
+            return statistics_file(statistics, "a GE term")
         return str(config_path(item)) if isinstance(item, str) and item not in FAMILIES else item
 
     for term in terms or []:
@@ -134,7 +139,8 @@ class ParserCLI(LightningCLI):
         parser.add_argument(
             "--statistics", type=str | None, default=None,
             help="the language's statistics or facts file (treeexp statistics; configs/facts/): the constraints of "
-                 "every GE term whose constraints are `statistics` (configs/no_treebank.yaml)",
+                 "every GE term whose constraints are `statistics`, and its words the lexicon of `--data.lexicon statistics` "
+                 "(configs/no_treebank.yaml)",
         )
         parser.add_argument(
             "--precision_auto", type=bool, default=False,
@@ -157,6 +163,8 @@ class ParserCLI(LightningCLI):
         config = self.config.get(self.subcommand, self.config) if self.subcommand else self.config
         check_encoder(config["model"]["encoder"])
         find_rules(config["model"]["terms"], config.get("statistics"))
+        if config["data"].get("lexicon") == STATISTICS:  # the words of the language's facts file
+            config["data"]["lexicon"] = statistics_file(config.get("statistics"), "--data.lexicon statistics")
         fold_legacy_teacher(config["model"])
         validate_every_dev_tree(config)
         if config.get("precision_auto"):

@@ -26,7 +26,7 @@ import dataclasses
 import math
 import shlex
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import torch
@@ -43,6 +43,7 @@ from parser.cli import run_reporting_errors
 from parser.fetch import default_root
 from parser.runs import config_path
 from parser.data.batch import collate
+from parser.data.lexicon import read_lexicon, tag_words
 from parser.data.sentences import Sentence, read_conllu
 from parser.data.vocab import build_label_vocab, build_upos_vocab
 
@@ -189,16 +190,18 @@ def statistics_yaml(constraints: Sequence[Constraint], header: str) -> str:
 
 @torch.no_grad()
 def measured_rates(parser, constraints: Sequence[Constraint], sentences: Sequence[Sentence],
-                   batch_size: int = 32) -> torch.Tensor:
+                   batch_size: int = 32, lexicon: Mapping[str, str] | None = None) -> torch.Tensor:
     """Each constraint's expected rate ``(K,)`` float64 under ``parser`` (a loaded
     :class:`~parser.model.Parser`) on the words of ``sentences``, batch-level sums over all of
-    them, the tags its tagger's distributions where a word has none (NaN where a rate is
+    them, the tags those of ``lexicon`` (:mod:`parser.data.lexicon`) and the tagger's
+    distributions for the other words, as GE's training reads them (NaN where a rate is
     counted over nothing)."""
     network = parser.network.eval()
     ids = compile_constraints(constraints, network.upos_vocab.itos, None, network.label_vocab.itos)
     totals = None
     for start in range(0, len(sentences), batch_size):
-        chunk = [dataclasses.replace(s, upos=["_"] * len(s)) for s in sentences[start : start + batch_size]]
+        chunk = [tag_words(dataclasses.replace(s, upos=["_"] * len(s)), lexicon or {})
+                 for s in sentences[start : start + batch_size]]
         batch = collate(chunk, network.upos_vocab, None)
         scores = network(batch.words)
         tags = tag_distributions(network.with_predicted_tags(batch, scores).upos, batch.lengths,
@@ -210,6 +213,19 @@ def measured_rates(parser, constraints: Sequence[Constraint], sentences: Sequenc
     k = len(ids.child)
     over = denominators(ids, totals[:k], totals[k : 2 * k])  # expected arcs: below 1 is no reason to drop a rate
     return torch.where(over > 0, totals[:k] / over.clamp_min(1e-12), torch.nan)[: len(constraints)]
+
+
+def lexicon_line(lexicon: Mapping[str, str], sentences: Sequence[Sentence]) -> str:
+    """How many words of ``sentences`` the lexicon tags, and (where they carry tags) how many of those right."""
+    tagged = [(lexicon[word.lower()], gold) for s in sentences for word, gold in zip(s.words, s.upos)
+              if word.lower() in lexicon]
+    words = sum(len(s) for s in sentences)
+    line = f"lexicon: {len(lexicon)} forms tag {len(tagged)} of {words} words ({100 * len(tagged) / max(words, 1):.1f}%)"
+    judged = [(tag, gold) for tag, gold in tagged if gold != "_"]
+    if judged:
+        right = sum(tag == gold for tag, gold in judged)
+        line += f", {right} of them as the text does ({100 * right / len(judged):.1f}%)"
+    return line
 
 
 def measure_table(constraints: Sequence[Constraint], measured: torch.Tensor, gold: torch.Tensor | None) -> str:
@@ -276,10 +292,14 @@ def main(argv: Sequence[str] | None = None) -> None:
             from parser.model import Parser
 
             constraints = load_constraints(config_path(args.statistics))
+            lexicon = read_lexicon(config_path(args.statistics))
             sentences = read_conllu(args.text)[: args.sentences]
             has_trees = all(s.heads is not None and "_" not in s.upos for s in sentences)
             gold = counted_rates(constraints, sentences, 1)[0] if has_trees else None
-            print(measure_table(constraints, measured_rates(Parser.load(args.parser), constraints, sentences), gold))
+            measured = measured_rates(Parser.load(args.parser), constraints, sentences, lexicon=lexicon)
+            print(measure_table(constraints, measured, gold))
+            if lexicon:
+                print(lexicon_line(lexicon, sentences))
             return
         if args.source == "rules":
             table, rules = universal_rules([args.root / path for path in args.dev_sets],

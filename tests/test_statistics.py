@@ -9,6 +9,7 @@ import torch
 
 from objectives.ge import FAMILIES, MIN_COUNT, load_constraints, read_facts
 from parser import runs, statistics
+from parser.data.lexicon import read_lexicon
 from parser.data.sentences import read_conllu
 
 WOLOF_DEV = "UD_Wolof-WTB/wo_wtb-ud-dev.conllu"
@@ -104,8 +105,9 @@ def test_a_parsers_rates_are_measured_batch_by_batch_beside_the_targets(tiny_ber
     statistics.main(["measure", str(facts), str(tmp_path / "parser"), str(ud_dir_file(wolof_dev)), "--sentences", "12"])
     table = capsys.readouterr().out.splitlines()
     assert table[0].split() == ["statistic", "target", "parser", "outside", "gold"]
-    assert table[2].startswith("any obj right of VERB per arc") and len(table) == len(constraints) + 2
-    assert table[-1].startswith("mean distance outside the bands:")
+    assert table[2].startswith("any obj right of VERB per arc") and len(table) == len(constraints) + 3
+    assert table[-2].startswith("mean distance outside the bands:")  # the facts file's words tag the text too
+    assert table[-1].startswith(f"lexicon: {len(read_lexicon(facts))} forms tag ") and "as the text does" in table[-1]
 
 
 def ud_dir_file(sentences) -> Path:

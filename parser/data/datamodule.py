@@ -20,6 +20,7 @@ from torchdata.stateful_dataloader import StatefulDataLoader
 from objectives.conventions import ConfigurationError
 
 from parser.data.batch import Batch, collate
+from parser.data.lexicon import read_lexicon
 from parser.data.sampler import BucketBatchSampler
 from parser.data.sentences import ConlluError, Sentence, has_upos, read_conllu, read_sentences
 from parser.data.stream import Continuing, SentenceStream, Source
@@ -109,6 +110,9 @@ class DependencyDataModule(LightningDataModule):
             training files joins the unlabeled stream (without their trees). With 0 every
             step reads only unlabeled text (every term then needs ``data: unlabeled``, and
             the parser its labels from ``--model.init``).
+        lexicon: a facts file whose ``words`` list the language's closed classes (UPOS tag ->
+            word forms, :mod:`parser.data.lexicon`): the unlabeled words found there are
+            tagged so (where their tag is ``_``), for the terms that read tags.
         unlabeled_tags: ``keep`` the UPOS tags the unlabeled files have, or ``drop`` them
             (raw text, as a low-resource user has it: objectives that need tags then read
             the model's tagger; with ``labeled_size`` the rest of a treebank keeps no gold
@@ -154,7 +158,7 @@ class DependencyDataModule(LightningDataModule):
                  on_bad_unlabeled: Literal["skip", "error"] = "skip",
                  unlabeled_tags: Literal["keep", "drop"] = "keep", partial: bool = False,
                  sampling_alpha: float = 1.0, max_treebank_sentences: int | None = None,
-                 unlabeled_tokenizer: str | None = None):
+                 unlabeled_tokenizer: str | None = None, lexicon: str | None = None):
         super().__init__()
         if labeled_size is not None and labeled_size < 0:
             raise ConfigurationError(f"labeled_size must be at least 0, not {labeled_size}")
@@ -174,6 +178,7 @@ class DependencyDataModule(LightningDataModule):
         self.train, self.dev, self.test = train, dev, test
         self.unlabeled = unlabeled
         self.unlabeled_tokenizer = unlabeled_tokenizer
+        self.lexicon = read_lexicon(lexicon) if lexicon else {}
         self.labeled_size = labeled_size
         self.dev_size = dev_size
         self.predict = predict
@@ -336,7 +341,8 @@ class DependencyDataModule(LightningDataModule):
             return self._train_loaders[0]
         stream = SentenceStream(self.unlabeled_sources, self.upos_vocab, self.batch_tokens,
                                 self.max_batch_sentences, self.shuffle_buffer, self.seed + 1,
-                                self.on_bad_unlabeled, tokenize=self.tokenize, upos=self.unlabeled_tags == "keep")
+                                self.on_bad_unlabeled, tokenize=self.tokenize, upos=self.unlabeled_tags == "keep",
+                                lexicon=self.lexicon)
         labeled = {"labeled": self._loader(self.train_sentences, StatefulDataLoader, shuffle=True)} if self.train_sentences else {}
         unlabeled = Continuing(StatefulDataLoader(stream, batch_size=None, num_workers=self.num_workers))
         self._train_loaders = [*labeled.values(), unlabeled.loader]

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from torch.utils.data import IterableDataset, get_worker_info
 
 from parser.data.batch import Batch, collate
+from parser.data.lexicon import tag_words
 from parser.data.sampler import length_batches, replicas
 from parser.data.sentences import ConlluError, Record, Sentence, is_text, parse_record, parse_records, records
 from parser.data.tokenizer import Tokenizer
@@ -71,7 +72,8 @@ class SentenceStream(IterableDataset):
     ``(seed, pass, shard, buffer start)``: a pass is reproducible from the seed.
 
     With ``upos=False`` the sentences' UPOS tags are dropped (``_``): the stream is raw text
-    even where the files are tagged. Batches carry ``index`` = k and ``skipped`` = malformed lines of the buffer (on its
+    even where the files are tagged; ``lexicon`` (form -> UPOS, :mod:`parser.data.lexicon`)
+    then tags the words it lists. Batches carry ``index`` = k and ``skipped`` = malformed lines of the buffer (on its
     first batch). ``state_dict``: the pass, the k where the current buffer starts and the
     batches of it yielded; a stream given it by ``load_state_dict`` re-reads that buffer
     and goes on with the next batch (per worker: StatefulDataLoader keeps one state each).
@@ -81,7 +83,7 @@ class SentenceStream(IterableDataset):
                  max_sentences: int = 128, shuffle_buffer: int = 10_000, seed: int = 0,
                  on_bad: Literal["skip", "error"] = "skip", num_replicas: int | None = None,
                  rank: int | None = None, tokenize: Callable[[list[list[str]]], Any] | None = None,
-                 upos: bool = True):
+                 upos: bool = True, lexicon: Mapping[str, str] | None = None):
         if on_bad not in ("skip", "error"):
             raise ValueError(f"on_bad must be 'skip' or 'error', not {on_bad!r}")
         if shuffle_buffer < 1:
@@ -92,6 +94,7 @@ class SentenceStream(IterableDataset):
         self.upos_vocab = upos_vocab
         self.tokenize = tokenize
         self.upos = upos
+        self.lexicon = lexicon or {}
         self.batch_tokens = batch_tokens
         self.max_sentences = max_sentences
         self.shuffle_buffer = shuffle_buffer
@@ -127,6 +130,8 @@ class SentenceStream(IterableDataset):
                     indices, chosen = zip(*batch)
                     if not self.upos:
                         chosen = [replace(s, upos=["_"] * len(s.words)) for s in chosen]
+                    if self.lexicon:
+                        chosen = [tag_words(s, self.lexicon) for s in chosen]
                     yield collate(chosen, self.upos_vocab, None, indices, skipped, self.tokenize)
                     skipped = 0
                 self._start, self._batches = end, 0
