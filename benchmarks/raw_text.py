@@ -4,6 +4,8 @@ each target's test text (:func:`benchmarks.tokenizer.raw_text`).
 
     python -m benchmarks.raw_text run --treebank UD_X --parser runs/full/UD_X/parser [--sentences 100]
     python -m benchmarks.raw_text report
+    python -m benchmarks.raw_text gains --treebank UD_X --gold runs/k100/UD_X/gold --raw runs/k100/UD_X/raw
+    python -m benchmarks.raw_text gains-report
 
 The parser's directory gets its tokenizer first where it has none (``treeexp tokenizer train
 TRAIN DIR``, the first ``--sentences`` trees; 0: the whole file); it is UDPipe 1's own trainable
@@ -14,6 +16,13 @@ dev, both cut to the first ``--sentences`` trees) then ``udpipe1-parse`` of ``tr
 run``'s output. Each system also parses the gold tokens of the test file, the score tokenisation
 costs. Two rows per run in ``--results`` (tokens, sentences, words, UPOS, UAS, LAS F1 on raw
 text; UAS and LAS on gold tokens), with the commit and the command.
+
+``gains``: what the semi-supervised stage of a pipeline (``treeexp pipeline ... --test``) gains when
+its unlabeled text is the target's raw text split and tokenised by the tokenizer the pipeline
+learned (``--raw``), beside the same pipeline reading the rest of the training file's gold tokens:
+one row per pipeline output in ``docs/results/learned_tokens.jsonl`` (the test LAS of the parser
+the final stage started from and of the final parser, from each output's ``runs.jsonl``, with
+the final stage's command and commit).
 """
 
 from __future__ import annotations
@@ -98,10 +107,43 @@ def report(rows: list[dict]) -> str:
          for r in sorted(last.values(), key=lambda r: (r["train_sentences"] > 100, r["treebank"], r["system"]))])
 
 
+GAINS = Path("docs/results/learned_tokens.jsonl")
+
+
+def gain_row(treebank: str, output: Path, unlabeled: str) -> dict:
+    """A pipeline output's row: the final parser's test LAS beside that of the parser its stage started from."""
+    rows = read_rows(output / "runs.jsonl")
+    final = rows[-1]
+    start = final["command"].split("--model.init ")[1].split()[0]
+    first = next(r for r in rows if r["checkpoint"] == start)
+    return {"treebank": treebank, "unlabeled": unlabeled, "stage": final["stage"], "seed": final["seed"],
+            "start": first["stage"], "start_test_las": round(first["test"]["las"], 2),
+            "final_test_las": round(final["test"]["las"], 2),
+            "gain": round(final["test"]["las"] - first["test"]["las"], 2), "final_command": final["command"],
+            "final_commit": final["commit"], "cpu_minutes": final["cpu_minutes"]}
+
+
+def gains_report(rows: list[dict]) -> str:
+    """Per treebank and seed: the gain with gold tokens, with learned ones, and their difference."""
+    last = {(r["treebank"], r["seed"], r["unlabeled"]): r for r in rows}
+    pairs = sorted({(treebank, seed) for treebank, seed, _ in last})
+    table = []
+    for treebank, seed in pairs:
+        gold, raw = last.get((treebank, seed, "gold tokens")), last.get((treebank, seed, "raw text"))
+        if gold and raw:
+            table.append([treebank, seed, f"{gold['start_test_las']:.2f}", f"{gold['final_test_las']:.2f}",
+                          f"{gold['gain']:+.2f}", f"{raw['final_test_las']:.2f}", f"{raw['gain']:+.2f}",
+                          f"{raw['gain'] - gold['gain']:+.2f}"])
+    return markdown_table(["treebank", "seed", "start", "final, gold tokens", "gain", "final, learned tokens", "gain",
+                           "difference"], table)
+
+
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     cli = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    cli.add_argument("command", choices=("run", "report"))
+    cli.add_argument("command", choices=("run", "report", "gains", "gains-report"))
+    cli.add_argument("--gold", type=Path, help="gains: the pipeline output whose unlabeled text was gold tokens")
+    cli.add_argument("--raw", type=Path, help="gains: the pipeline output that read raw text (--raw)")
     cli.add_argument("--treebank")
     cli.add_argument("--sentences", type=int, default=0, help="the first N training and dev trees (0: the whole files)")
     cli.add_argument("--parser", type=Path, help="a saved parser's directory (treeexp pipeline's OUTPUT/parser)")
@@ -111,6 +153,17 @@ def main(argv: list[str] | None = None) -> None:
     args = cli.parse_args(argv)
     if args.command == "report":
         print(report(read_rows(args.results)))
+        return
+    if args.command == "gains-report":
+        print(gains_report(read_rows(GAINS)))
+        return
+    if args.command == "gains":
+        origin = provenance(["-m", "benchmarks.raw_text", *argv])
+        for output, unlabeled in ((args.gold, "gold tokens"), (args.raw, "raw text")):
+            row = portable({**gain_row(args.treebank, output, unlabeled), "output": str(output), **origin})
+            print(json.dumps(row, ensure_ascii=False), flush=True)
+            append_row(GAINS, row)
+        print(gains_report(read_rows(GAINS)))
         return
     if not args.treebank or not args.parser:
         cli.error("run needs --treebank and --parser")

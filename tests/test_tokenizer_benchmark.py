@@ -4,6 +4,7 @@ import json
 import shutil
 from pathlib import Path
 
+from benchmarks import raw_text as raw_text_benchmark
 from benchmarks.tokenizer import official_f1, raw_text, report
 
 FIXTURE = Path(__file__).parent / "parser" / "fixtures" / "mwt_empty.conllu"
@@ -53,3 +54,23 @@ def test_raw_text_parses_score_by_the_official_scorer_and_the_report_keeps_each_
     assert len(table) == 4  # header, rule, one row per (treebank, trees, system): the last
     assert table[2].startswith("| UD_Wolof-WTB | 100 | treeexp |") and table[2].endswith("| 95.00 |  | abcdef0 |")
     assert table[3].endswith("| 90.00 | 95.00 | 78.02 | abcdef0 |")
+
+
+def test_gains_compare_the_final_stage_over_its_start_with_gold_and_learned_tokens(tmp_path):
+    def output(name: str, start_las: float, final_las: float, start: str) -> Path:
+        folder = tmp_path / name
+        folder.mkdir()
+        rows = [{"stage": "base", "seed": None, "checkpoint": "base.ckpt", "test": {"las": 40.0}},
+                {"stage": "finetuned", "seed": 1 if start == f"{name}/ft.ckpt" else None, "checkpoint": start,
+                 "test": {"las": start_las}},
+                {"stage": "student", "seed": 1, "checkpoint": f"{name}/st.ckpt", "test": {"las": final_las},
+                 "command": f"python train.py fit --model.init {start} --model.teacher {start}", "commit": "c",
+                 "cpu_minutes": 20.0}]
+        (folder / "runs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        return folder
+
+    gold = raw_text_benchmark.gain_row("UD_X", output("gold", 50.0, 53.5, "gold/ft.ckpt"), "gold tokens")
+    raw = raw_text_benchmark.gain_row("UD_X", output("raw", 50.0, 52.75, "gold/ft.ckpt"), "raw text")
+    assert (gold["start"], gold["gain"], raw["start"], raw["gain"]) == ("finetuned", 3.5, "finetuned", 2.75)
+    table = raw_text_benchmark.gains_report([gold, raw]).splitlines()
+    assert table[2].split("|")[1:-1] == [" UD_X ", " 1 ", " 50.00 ", " 53.50 ", " +3.50 ", " 52.75 ", " +2.75 ", " -0.75 "]
