@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 from pathlib import Path
 
@@ -114,8 +115,8 @@ def gain_row(treebank: str, output: Path, unlabeled: str) -> dict:
     """A pipeline output's row: the final parser's test LAS beside that of the parser its stage started from."""
     rows = read_rows(output / "runs.jsonl")
     final = rows[-1]
-    start = final["command"].split("--model.init ")[1].split()[0]
-    first = next(r for r in rows if r["checkpoint"] == start)
+    words = shlex.split(final["command"])
+    first = next(r for r in rows if r["checkpoint"] == words[words.index("--model.init") + 1])
     return {"treebank": treebank, "unlabeled": unlabeled, "stage": final["stage"], "seed": final["seed"],
             "start": first["stage"], "start_test_las": round(first["test"]["las"], 2),
             "final_test_las": round(final["test"]["las"], 2),
@@ -158,6 +159,8 @@ def main(argv: list[str] | None = None) -> None:
         print(gains_report(read_rows(GAINS)))
         return
     if args.command == "gains":
+        if not (args.treebank and args.gold and args.raw):
+            cli.error("gains needs --treebank, --gold and --raw")
         origin = provenance(["-m", "benchmarks.raw_text", *argv])
         for output, unlabeled in ((args.gold, "gold tokens"), (args.raw, "raw text")):
             row = portable({**gain_row(args.treebank, output, unlabeled), "output": str(output), **origin})
