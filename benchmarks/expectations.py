@@ -3,7 +3,7 @@
     python3 -m benchmarks.expectations [all|table1|ge|scaling|peers|engine] [--quick] [options]
 
 Parts (each prints a markdown table; ``all`` runs the first four; ``--quick`` is a < 30 s
-smoke test). Results and the commands that made them: ``docs/benchmarks.md``.
+smoke test). Results and the commands that made them: ``docs/notebook/benchmarks.md``.
 
 ``table1``  Zmigrod et al. (2021), Table 1: per-sentence entropy (and entropy + gradient)
             on five UD test sets. Ours (batched, and one sentence at a time) against Smith &

@@ -16,11 +16,11 @@ from benchmarks.common import LOW_RESOURCE, UDPIPE2, read_rows
 ALL = "all"  # --sizes all: every training sentence labeled (a full-data row, the ceiling)
 # Full-data test LAS of a treebank's supervised recipe and where it was measured: the ceiling
 # of the report when the results hold no full-data row (``"labeled": "all"``) of the treebank.
-SMALL_TREEBANK_FULL_DATA = ("configs/small_treebank.yaml on all of train, 15 epochs, MST, docs/experiments.md "
+SMALL_TREEBANK_FULL_DATA = ("configs/small_treebank.yaml on all of train, 15 epochs, MST, docs/notebook/experiments.md "
                             "section 4, \"The full small treebanks beside UDPipe 2\"")
 FULL_DATA_LAS = {
-    "UD_English-EWT": (89.75, "configs/likelihood.yaml on all of train, 7 epochs, docs/experiments.md section 1"),
-    "UD_Wolof-WTB": (76.11, "configs/small_treebank.yaml on all of train, 15 epochs, MST, docs/experiments.md section 3"),
+    "UD_English-EWT": (89.75, "configs/likelihood.yaml on all of train, 7 epochs, docs/notebook/experiments.md section 1"),
+    "UD_Wolof-WTB": (76.11, "configs/small_treebank.yaml on all of train, 15 epochs, MST, docs/notebook/experiments.md section 3"),
     "UD_Greek-GDT": (90.00, SMALL_TREEBANK_FULL_DATA),
     "UD_Uyghur-UDT": (66.96, SMALL_TREEBANK_FULL_DATA),
     "UD_Vietnamese-VTB": (64.51, SMALL_TREEBANK_FULL_DATA),

@@ -1,4 +1,4 @@
-"""The small-treebank recipe and its ablations (docs/experiments.md, section 3).
+"""The small-treebank recipe and its ablations (docs/notebook/experiments.md, section 3).
 
     python -m benchmarks.small_treebank [--treebank UD_Wolof-WTB] [--ablate layer_mix word_dropout tagger]
     python -m benchmarks.small_treebank --train-args "--trainer.max_epochs 8"   # a recipe variant

@@ -23,7 +23,7 @@ single-root constraint is made exact by the reweighting of Stanojević & Cohen (
 arcs are lowered by more than any tree's score spread, so a tree with one root arc beats
 any with two, and single-root trees keep their order (every sentence then contracts into
 one component, hence the multi-root pass first: faster on trained parsers' scores,
-docs/benchmarks.md). `-inf` arcs get a finite penalty below
+docs/notebook/benchmarks.md). `-inf` arcs get a finite penalty below
 that spread, so the tree returned uses as few `-inf` arcs as any tree of the set and a
 valid tree comes back even when every tree scores `-inf`. Works in float64 (float32 on
 MPS, which has no float64).

@@ -142,7 +142,7 @@ def test_readme_ge_recipe_parses(tiny_bert_dir, monkeypatch):
     assert len(ge.constraints) == 15 and ge.coverage == 0.61 and ge.penalty == "one_sided"
 
 
-# The low-resource recipe of docs/experiments.md, section 2, in every low-resource config.
+# The low-resource recipe of docs/notebook/experiments.md, section 2, in every low-resource config.
 LOW_RESOURCE_RECIPE = {
     "data": {"treebank": "UD_English-EWT", "labeled_size": 100, "batch_tokens": 500},
     "model": {"encoder_lr": 5e-5, "warmup_steps": 200},
@@ -210,7 +210,7 @@ def test_the_cli_default_objective_is_tree_likelihood(tiny_bert_dir):
 
 
 def test_small_treebank_config_is_the_reported_wolof_recipe(tiny_bert_dir):
-    """configs/small_treebank.yaml builds the command of docs/experiments.md, section 3."""
+    """configs/small_treebank.yaml builds the command of docs/notebook/experiments.md, section 3."""
     cli = train.main(["--config", str(CONFIGS / "small_treebank.yaml"), "--model.encoder", str(tiny_bert_dir)],
                      run=False)
     options, model = cli.model.encoder_options, cli.model

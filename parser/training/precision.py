@@ -1,7 +1,7 @@
 """Whether bfloat16 autocast pays on this machine: only where the processor does bf16
 arithmetic (a GPU that supports it; a CPU with AVX512-BF16 or AMX). Elsewhere autocast
 emulates it, and on a CPU without those instructions it measured 5.5x slower than float32
-(docs/benchmarks.md), so ``auto`` means float32 there."""
+(docs/notebook/benchmarks.md), so ``auto`` means float32 there."""
 
 from __future__ import annotations
 
