@@ -1,7 +1,8 @@
-"""The low-resource grid's recorded rows (``docs/results/low_resource.jsonl``) read as several
-tables cite them: the runs by treebank and cell, the supervised runs a recipe is measured
-against, the full-data ceiling, and each language's headline numbers (the README's table,
-``benchmarks.headline``; the transfer summary, ``benchmarks.transfer``)."""
+"""The recorded rows read as several tables cite them: the low-resource grid's
+(``docs/results/low_resource.jsonl``) by treebank and cell, the supervised runs a recipe is
+measured against, the full-data ceiling, each language's own 100-tree numbers
+(:func:`languages`), and each transfer target's numbers beside them (:func:`targets`: the
+README's headline, ``benchmarks.headline``; the transfer summary, ``benchmarks.transfer``)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks.common import LOW_RESOURCE, UDPIPE2, read_rows
+from benchmarks.common import (LOW_RESOURCE, NEW_LANGUAGE, SMALL_TREEBANKS, TARGETS, TRANSFER, UDPIPE2, read_rows,
+                               whole_file_run)
 
 ALL = "all"  # --sizes all: every training sentence labeled (a full-data row, the ceiling)
 # Full-data test LAS of a treebank's supervised recipe and where it was measured: the ceiling
@@ -30,6 +32,9 @@ Cells = dict[tuple[int | str, str, str], list[dict]]  # (labeled size, objective
 # The headline: these languages' recipe rows at SIZE trees
 LANGUAGES = ("UD_Wolof-WTB", "UD_Vietnamese-VTB", "UD_Greek-GDT", "UD_Uyghur-UDT", "UD_English-EWT")
 SIZE = 100  # labeled trees
+# the stages of a transfer row, in the tables' order (the last three: new_language.yaml's)
+STAGES = ("zero-shot", "target_only", "finetuned", "start", "student", "student_ge", "full",
+          "teachers", "round1", "round2")
 # the recipe's rows: a self_distill variant that starts with ROUND and holds every one of WITH
 ROUND = "round 2 teachers of seeds 1 2 3 "
 WITH = ("--model.encoder_options.word_dropout 0.15",)
@@ -117,3 +122,48 @@ def languages(results: Path = LOW_RESOURCE) -> list[Language]:
                               [run["las"] for run in cells[(SIZE, "self_distill", variant)]],
                               full, source, UDPIPE2.get(treebank, (None, None))[1]))
     return sorted(found, key=lambda language: LANGUAGES.index(language.treebank))
+
+
+@dataclass
+class Target:
+    """A target's test LAS, a list of seeds each (empty: not measured): of its transfer stages
+    (``stages``, from the rows), of its own 100 trees (supervised parser and best recipe: see
+    ``targets``), its whole training file (see ``targets``) and UDPipe 2 (published)."""
+
+    treebank: str
+    stages: dict[str, list[float]]
+    supervised: list[float]
+    best_own: list[float]
+    full_own: list[float]
+    udpipe: list[float]
+
+    @property
+    def name(self) -> str:
+        return self.treebank.removeprefix("UD_")
+
+
+def targets(results: Path = TRANSFER, low_resource: Path = LOW_RESOURCE, new_language: Path = NEW_LANGUAGE,
+            small_treebanks: Path = SMALL_TREEBANKS) -> list[Target]:
+    """Every target of ``TARGETS`` with rows in ``results``. Its own 100 trees: the grid's rows
+    (``low_resource``); where the grid has none, ``new_language.yaml``'s (``new_language``: its
+    teachers the supervised parser, its second round the best recipe); where neither has, the
+    transfer pipeline's ``target_only`` run stands for the supervised parser. Its own whole
+    file: the grid's full-data parser, else ``benchmarks.common.whole_file_run`` of ``small_treebanks``."""
+    rows, alone, whole = read_rows(results), read_rows(new_language), read_rows(small_treebanks)
+    grid = {language.treebank: language for language in languages(low_resource)}
+
+    def test_las(source: list[dict], treebank: str, stage: str) -> list[float]:
+        return [r["test_las"] for r in source if r["treebank"] == treebank and r["stage"] == stage]
+
+    found = []
+    for treebank in TARGETS:
+        stages = {stage: test_las(rows, treebank, stage) for stage in STAGES}
+        if not any(stages.values()):
+            continue
+        own = grid.get(treebank)
+        supervised = own.supervised if own else test_las(alone, treebank, "teachers") or stages["target_only"]
+        recipe = own.recipe if own else test_las(alone, treebank, "round2")
+        full = own.full if own else (whole_file_run(whole, treebank) or {}).get("test_las")
+        found.append(Target(treebank, stages, supervised, recipe, [] if full is None else [full],
+                            [UDPIPE2[treebank][1]] if treebank in UDPIPE2 else []))
+    return found

@@ -22,12 +22,10 @@ from __future__ import annotations
 
 import argparse
 import statistics
-from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks.common import (LOW_RESOURCE, NEW_LANGUAGE, ROOT, SMALL_TREEBANKS, TARGETS, TRANSFER, UDPIPE2, append_row,
-                               grouped_bars, markdown_table, mean_sd, provenance, read_rows, whole_file_run)
-from benchmarks.recorded import languages
+from benchmarks.common import (ROOT, TRANSFER, append_row, grouped_bars, markdown_table, mean_sd, provenance, read_rows)
+from benchmarks.recorded import STAGES, Target, targets
 from parser import pipeline
 from parser.pipeline import run_folder, stage_runs
 from parser.cli import run_reporting_errors
@@ -36,8 +34,6 @@ from parser.training.callbacks import MONITOR
 
 RESULTS = TRANSFER
 FIGURE = ROOT / "docs" / "figures" / "transfer.png"
-STAGES = ("zero-shot", "target_only", "finetuned", "start", "student", "student_ge", "full",
-          "teachers", "round1", "round2")  # the table's order (the last three: new_language.yaml's)
 
 
 
@@ -100,51 +96,6 @@ def report(results: Path) -> str:
         header = ["stage", "seeds", "test LAS", "test UAS", "dev LAS", "CPU min", "peak RSS MiB"]
         out += [f"### {treebank}", "", markdown_table(header, table, "lrrrrrr"), ""]
     return "\n".join(out)
-
-
-@dataclass
-class Target:
-    """A target's test LAS, a list of seeds each (empty: not measured): of its transfer stages
-    (``stages``, from the rows), of its own 100 trees (supervised parser and best recipe: see
-    ``targets``), its whole training file (see ``targets``) and UDPipe 2 (published)."""
-
-    treebank: str
-    stages: dict[str, list[float]]
-    supervised: list[float]
-    best_own: list[float]
-    full_own: list[float]
-    udpipe: list[float]
-
-    @property
-    def name(self) -> str:
-        return self.treebank.removeprefix("UD_")
-
-
-def targets(results: Path = RESULTS, low_resource: Path = LOW_RESOURCE, new_language: Path = NEW_LANGUAGE,
-            small_treebanks: Path = SMALL_TREEBANKS) -> list[Target]:
-    """Every target of ``TARGETS`` with rows in ``results``. Its own 100 trees: the grid's rows
-    (``low_resource``); where the grid has none, ``new_language.yaml``'s (``new_language``: its
-    teachers the supervised parser, its second round the best recipe); where neither has, the
-    transfer pipeline's ``target_only`` run stands for the supervised parser. Its own whole
-    file: the grid's full-data parser, else ``benchmarks.common.whole_file_run`` of ``small_treebanks``."""
-    rows, alone, whole = read_rows(results), read_rows(new_language), read_rows(small_treebanks)
-    grid = {language.treebank: language for language in languages(low_resource)}
-
-    def test_las(source: list[dict], treebank: str, stage: str) -> list[float]:
-        return [r["test_las"] for r in source if r["treebank"] == treebank and r["stage"] == stage]
-
-    found = []
-    for treebank in TARGETS:
-        stages = {stage: test_las(rows, treebank, stage) for stage in STAGES}
-        if not any(stages.values()):
-            continue
-        own = grid.get(treebank)
-        supervised = own.supervised if own else test_las(alone, treebank, "teachers") or stages["target_only"]
-        recipe = own.recipe if own else test_las(alone, treebank, "round2")
-        full = own.full if own else (whole_file_run(whole, treebank) or {}).get("test_las")
-        found.append(Target(treebank, stages, supervised, recipe, [] if full is None else [full],
-                            [UDPIPE2[treebank][1]] if treebank in UDPIPE2 else []))
-    return found
 
 
 def summary(found: list[Target]) -> str:

@@ -1,43 +1,53 @@
-"""benchmarks.headline: the README's headline table and figure come from the recorded rows."""
+"""benchmarks.headline: the README's headline table and figure come from the recorded rows, and
+every number of a README table is one of docs/results.md's."""
 
 from __future__ import annotations
 
-import json
+import re
 import struct
 from pathlib import Path
 
+from benchmarks.common import TARGETS
 from benchmarks.headline import FIGURE, figure, table
-from benchmarks.recorded import LANGUAGES, languages
+from benchmarks.recorded import targets
 
 ROOT = Path(__file__).parent.parent
+NUMBER = re.compile(r"(?<![\w.])[-+]?\d+\.\d+(?![\w.])")  # a measurement: a number with decimals
 
 
 def _png_size(path: Path) -> tuple[int, int]:
     return struct.unpack(">II", path.read_bytes()[16:24])
 
 
+def table_numbers(text: str) -> set[str]:
+    """The measurements in the markdown table rows (lines starting with ``|``) of ``text``."""
+    return {number for line in text.splitlines() if line.startswith("|") for number in NUMBER.findall(line)}
+
+
 def test_the_headline_regenerates_from_the_rows(tmp_path):
-    """Every language has its four numbers; the README shows the table the rows give today, and
-    the figure is drawn again at the README's width, small."""
-    found = languages()
-    assert [language.treebank for language in found] == list(LANGUAGES)
-    for language in found:
-        assert language.supervised and language.recipe and language.full and language.udpipe
-        assert min(language.recipe) > max(language.supervised) - 1  # the recipe's gain, seed by seed
+    """Every target has its transfer recipe, the language alone beside it, the whole file and UDPipe 2;
+    the README shows the table the rows give today, and the figure is drawn again at the README's
+    width, small."""
+    found = targets()
+    assert [target.treebank for target in found] == list(TARGETS)
+    for target in found:
+        assert target.supervised and target.best_own and target.stages["student"] and target.stages["full"]
+        assert target.udpipe and target.stages["zero-shot"]
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert table(found) in readme, "the README's headline table is stale: python -m benchmarks.headline"
     for path in (figure(found, tmp_path / "headline.png"), FIGURE):
         assert _png_size(path) == (800, 340) and path.stat().st_size < 150_000
 
 
-def test_the_full_training_file_scores_are_recorded_rows():
-    """The small treebanks' full-training-file LAS is an MST test LAS of configs/small_treebank.yaml
-    in docs/results/small_treebanks.jsonl (the constant the report falls back on is a recorded row)."""
-    rows = [json.loads(line) for line in (ROOT / "docs/results/small_treebanks.jsonl").read_text().splitlines()
-            if line.strip()]
-    for language in languages():
-        if language.treebank == "UD_English-EWT":  # its full-data rows are low_resource.jsonl's own
-            assert "rows of the results" in language.full_source
-            continue
-        assert any(row["treebank"] == language.treebank and row["recipe"] == "configs/small_treebank.yaml"
-                   and row["decoder"] == "mst" and row["test_las"] == language.full for row in rows), language.name
+def test_every_number_of_the_readme_tables_is_in_the_results():
+    """A number in a README table that docs/results.md does not hold has no command behind it."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    results = (ROOT / "docs" / "results.md").read_text(encoding="utf-8")
+    numbers = table_numbers(readme)
+    assert len(numbers) > 30, "the README's tables hold the headline's numbers"
+    assert numbers <= table_numbers(results), sorted(numbers - table_numbers(results))
+
+
+def test_the_check_sees_a_number_missing_from_the_results():
+    """Numbers outside tables, and counts and years inside, are not measurements of a table."""
+    assert table_numbers("| a | 53.4 ± 0.4 | 2010 |\ntext 99.9\n| b | **57.4** (1 seed) |") == {"53.4", "0.4", "57.4"}

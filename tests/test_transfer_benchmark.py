@@ -2,7 +2,7 @@
 
 import json
 
-from benchmarks import transfer
+from benchmarks import recorded, transfer
 from benchmarks.common import mean_sd
 from parser.runs import FINISHED
 
@@ -41,8 +41,8 @@ def test_summary_sets_each_target_beside_its_own_trees_and_the_whole_file(tmp_pa
             ("UD_Turkish-IMST", "student", 45.5), ("UD_Fake-X", "student", 1.0)]
     results = tmp_path / "rows.jsonl"
     results.write_text("".join(json.dumps({"treebank": t, "stage": s, "test_las": las}) + "\n" for t, s, las in rows))
-    wolof = next(language for language in transfer.languages() if language.treebank == "UD_Wolof-WTB")
-    found = transfer.targets(results, new_language=tmp_path / "none.jsonl", small_treebanks=tmp_path / "none.jsonl")
+    wolof = next(language for language in recorded.languages() if language.treebank == "UD_Wolof-WTB")
+    found = recorded.targets(results, new_language=tmp_path / "none.jsonl", small_treebanks=tmp_path / "none.jsonl")
     lines = transfer.summary(found).splitlines()
     assert len(lines) == 4  # header, rule, Wolof, Turkish: only the six targets, in their order
     cells = [cell.strip() for cell in lines[2].split("|")[1:-1]]
@@ -59,18 +59,18 @@ def test_a_target_outside_the_grid_takes_its_own_trees_from_the_language_alone_p
     results, alone, whole = tmp_path / "rows.jsonl", tmp_path / "new_language.jsonl", tmp_path / "small_treebanks.jsonl"
     results.write_text("".join(json.dumps({"treebank": "UD_Welsh-CCG", "stage": s, "test_las": las}) + "\n"
                                for s, las in [("target_only", 40.0), ("student", 60.0)]))
-    lines = transfer.summary(transfer.targets(results, new_language=alone, small_treebanks=whole)).splitlines()
+    lines = transfer.summary(recorded.targets(results, new_language=alone, small_treebanks=whole)).splitlines()
     assert [c.strip() for c in lines[2].split("|")[1:-1]][2:4] == ["40.0", "-"]  # no rows: target_only stands
     alone.write_text("".join(json.dumps({"treebank": t, "stage": s, "test_las": las}) + "\n" for t, s, las in [
         ("UD_Welsh-CCG", "teachers", 50.0), ("UD_Welsh-CCG", "teachers", 52.0), ("UD_Welsh-CCG", "round1", 54.0),
         ("UD_Welsh-CCG", "round2", 56.0), ("UD_Turkish-IMST", "round2", 99.0)]))
-    cells = [c.strip() for c in transfer.summary(transfer.targets(results, new_language=alone, small_treebanks=whole))
+    cells = [c.strip() for c in transfer.summary(recorded.targets(results, new_language=alone, small_treebanks=whole))
              .splitlines()[2].split("|")[1:-1]]
     assert cells[0] == "Welsh-CCG" and cells[2:4] == ["51.0 ± 1.4", "56.0"] and cells[7] == "+4.0"
     assert cells[8] == "-" and cells[10] == "82.6"  # no whole-file row yet; UDPipe 2's published LAS
     whole.write_text(json.dumps({"treebank": "UD_Welsh-CCG", "recipe": "configs/small_treebank.yaml", "ablation": "",
                                  "encoder": "multilingual-e5-small", "decoder": "mst", "dev_las": 77.0,
                                  "test_las": 78.04}) + "\n")
-    cells = [c.strip() for c in transfer.summary(transfer.targets(results, new_language=alone, small_treebanks=whole))
+    cells = [c.strip() for c in transfer.summary(recorded.targets(results, new_language=alone, small_treebanks=whole))
              .splitlines()[2].split("|")[1:-1]]
     assert cells[8] == "78.0"
