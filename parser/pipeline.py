@@ -70,7 +70,7 @@ from objectives.conventions import ConfigurationError
 from parser.cli import run_reporting_errors
 from parser.data.datamodule import treebank_file
 from parser.data.tokenizer import TOKENIZER_FILE
-from parser.runs import CONFIGS, FINISHED, Run, config_path, finished, fit, fit_command, mean_dev_las, shell_line
+from parser.runs import CONFIGS, FINISHED, Run, config_path, finished, fit, fit_command, mean_dev_las, shell_line, write_whole
 from parser.training.checkpoint import check_checkpoint_path
 from parser.training.callbacks import MONITOR
 
@@ -291,7 +291,7 @@ def first_trees(source: Path, trees: int, target: Path) -> Path:
     if not target.is_file():
         blocks = [b for b in source.read_text(encoding="utf-8").split("\n\n") if b.strip()][:trees]
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text("".join(b.strip("\n") + "\n\n" for b in blocks), encoding="utf-8")
+        write_whole(target, "".join(b.strip("\n") + "\n\n" for b in blocks))  # kept: never half of it
     return target
 
 
@@ -411,9 +411,7 @@ def read_rows(output: Path) -> list[dict]:
 
 def write_rows(output: Path, rows: Sequence[dict]) -> None:
     """``output``'s ``runs.jsonl``, replaced whole (a reader never sees half of it)."""
-    partial = output / f"{RESULTS}.partial"
-    partial.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
-    partial.replace(output / RESULTS)
+    write_whole(output / RESULTS, "".join(json.dumps(row) + "\n" for row in rows))
 
 
 def record(output: Path, row: dict) -> None:

@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import time
+import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date
@@ -54,6 +55,20 @@ class RunFailed(Failure):
     """train.py ended with an error; the message names its log."""
 
 
+class DamagedRun(Failure):
+    """A run's folder holds what no run leaves (a marker that cannot be read, a run without its
+    checkpoint, a checkpoint that is not whole); the message names it and what to delete."""
+
+
+def write_whole(path: Path, text: str) -> Path:
+    """``text`` into ``path``, whole or not at all: written beside it, then renamed over it (a
+    process killed during the write leaves the file as it was, or no file)."""
+    partial = path.with_name(f"{path.name}.partial")
+    partial.write_text(text, encoding="utf-8")
+    partial.replace(path)
+    return path
+
+
 @dataclass(frozen=True)
 class Run:
     """A fit's version folder (``<folder>/<config name>/version_N``) and what it holds; or a
@@ -76,7 +91,7 @@ class Run:
         if self.given:
             return self.given
         best = self.directory / "checkpoints" / "best.ckpt"
-        return self.last if not best.is_file() and self.last.is_file() else best
+        return self.last if not best.is_file() and self.last.is_file() and not self.dev() else best
 
     @property
     def last(self) -> Path:
@@ -173,29 +188,54 @@ def fit_command(config: str | Path, overrides: Sequence[str], folder: Path, resu
 
 
 def finished(folder: Path) -> Run | None:
-    """The run that finished in ``folder``, if one did."""
+    """The run that finished in ``folder``, if one did; DamagedRun where its marker cannot be
+    read or its run holds no checkpoint."""
     marker = folder / FINISHED
-    return Run(folder / json.loads(marker.read_text())["run"]) if marker.is_file() else None
+    if not marker.is_file():
+        return None
+    try:
+        run = Run(folder / json.loads(marker.read_text(encoding="utf-8"))["run"])
+    except (ValueError, KeyError, TypeError) as error:
+        raise DamagedRun(f"{marker} cannot be read ({error}): delete {folder} to train this run again") from None
+    if not run.best.is_file():
+        raise DamagedRun(f"{folder} finished, but its run has no {run.best.relative_to(folder)}: "
+                         f"delete {folder} to train this run again")
+    return run
 
 
 def stopped(folder: Path) -> Run | None:
-    """The newest run in ``folder`` that left a ``last.ckpt`` to resume from, if any."""
+    """The newest run in ``folder`` that left a ``last.ckpt`` to resume from, if any;
+    DamagedRun where that file is not a whole checkpoint (a zip archive, as torch writes them)."""
     runs = sorted(folder.glob("*/version_*/checkpoints/last.ckpt"), key=lambda p: int(p.parents[1].name.split("_")[1]))
+    if runs and not zipfile.is_zipfile(runs[-1]):
+        raise DamagedRun(f"{runs[-1]} is not a whole checkpoint: delete {runs[-1].parents[1]} "
+                         "to train this run from its start")
     return Run(runs[-1].parents[1]) if runs else None
 
 
 # Linux counts the memory a process had before its exec in its peak RSS, so a command forked from
 # this process (torch loaded: hundreds of MiB) would report at least that much: it runs as the
 # child of a bare ``python -S`` (about 10 MiB) that writes the command's own usage to a file.
+# On Linux each of the two is killed when its parent dies (PR_SET_PDEATHSIG): a pipeline killed
+# leaves no train.py behind writing into a folder that the pipeline run again resumes.
 LAUNCHER = """import os, sys
+def die_with_parent(parent):
+    if sys.platform == "linux":
+        import ctypes
+        ctypes.CDLL(None, use_errno=True).prctl(1, 9)  # PR_SET_PDEATHSIG, SIGKILL
+        if os.getppid() != parent:  # the parent died before this process asked
+            os._exit(137)
+die_with_parent(int(sys.argv[1]))
+launcher = os.getpid()
 pid = os.fork()
 if pid == 0:
     try:
-        os.execvp(sys.argv[2], sys.argv[2:])
+        die_with_parent(launcher)
+        os.execvp(sys.argv[3], sys.argv[3:])
     finally:
         os._exit(127)
 _, status, usage = os.wait4(pid, 0)
-with open(sys.argv[1], "w") as report:
+with open(sys.argv[2], "w") as report:
     report.write(f"{usage.ru_maxrss} {usage.ru_utime + usage.ru_stime}")
 code = os.waitstatus_to_exitcode(status)
 sys.exit(code if code >= 0 else 128 - code)
@@ -210,7 +250,7 @@ def launch(command: Sequence[str], log: Path, environment: dict[str, str], cwd: 
     report.unlink(missing_ok=True)
     with open(log, "a") as output:
         start = time.perf_counter()
-        code = subprocess.run([sys.executable, "-S", "-c", LAUNCHER, str(report), *command], stdout=output,
+        code = subprocess.run([sys.executable, "-S", "-c", LAUNCHER, str(os.getpid()), str(report), *command], stdout=output,
                               stderr=subprocess.STDOUT, env=environment, cwd=cwd).returncode
         seconds = time.perf_counter() - start
     peak_kib, cpu = report.read_text().split() if report.is_file() else ("0", "0")
@@ -253,7 +293,7 @@ def fit(config: str | Path, overrides: Sequence[str], folder: str | Path, log: P
     run = stopped(folder)
     if run is None:
         raise RunFailed(f"train.py wrote no checkpoint in {folder}; its log: {log}")
-    (folder / FINISHED).write_text(json.dumps({"run": str(run.directory.relative_to(folder)), "dev": run.dev(),
+    write_whole(folder / FINISHED, json.dumps({"run": str(run.directory.relative_to(folder)), "dev": run.dev(),
                                                "provenance": provenance, "usage": usage}) + "\n")
     return run
 

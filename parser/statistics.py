@@ -41,7 +41,7 @@ from objectives.ge.facts import read_facts
 
 from parser.cli import run_reporting_errors
 from parser.fetch import default_root
-from parser.runs import config_path
+from parser.runs import config_path, write_whole
 from parser.data.batch import collate
 from parser.data.lexicon import read_lexicon, tag_words
 from parser.data.sentences import Sentence, read_conllu
@@ -307,7 +307,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             print(table)
             if args.output is not None:
                 args.output.parent.mkdir(parents=True, exist_ok=True)
-                args.output.write_text(rules)
+                write_whole(args.output, rules)
             return
         if args.source == "facts":
             constraints = read_facts(config_path(args.facts))
@@ -322,7 +322,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             header = (f"GE statistics of {' + '.join(args.families)}: rates in {what} of "
                       f"{', '.join(map(str, args.trees))}, tolerance {args.z:g} bootstrap standard errors\n{command}")
         args.output.parent.mkdir(parents=True, exist_ok=True)
-        args.output.write_text(statistics_yaml(constraints, header), encoding="utf-8")
+        write_whole(args.output, statistics_yaml(constraints, header))  # a pipeline reuses it: never half of it
         print(f"{len(constraints)} statistics -> {args.output}")
 
     run_reporting_errors(run)

@@ -9,9 +9,11 @@ import shlex
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
+import torch
 
 from parser import pipeline, runs
 from parser.data import tokenizer
@@ -318,7 +320,7 @@ def test_a_stopped_stage_resumes_from_its_last_checkpoint(tmp_path, monkeypatch)
     folder = tmp_path / "out" / "a" / "seed1"
     last = folder / "likelihood" / "version_0" / "checkpoints" / "last.ckpt"
     last.parent.mkdir(parents=True)
-    last.write_bytes(b"")  # what a run stopped by a signal leaves
+    whole_checkpoint(last)  # what a run stopped by a signal leaves
     commands = []
 
     def fake_train(command, log, environment):
@@ -335,6 +337,13 @@ def test_a_stopped_stage_resumes_from_its_last_checkpoint(tmp_path, monkeypatch)
     assert run.provenance()["commit"] and run.usage()["seconds"] == 1.0
 
 
+def whole_checkpoint(path: Path) -> Path:
+    """A file as torch writes a checkpoint (a zip archive), holding nothing."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    torch.save({}, path)
+    return path
+
+
 def fake_training(monkeypatch, las: float) -> None:
     """train.py as a stand-in that leaves a run with dev LAS ``las`` in its folder, at once."""
 
@@ -343,7 +352,7 @@ def fake_training(monkeypatch, las: float) -> None:
         run = folder / "likelihood" / "version_0"
         (run / "checkpoints").mkdir(parents=True)
         for name in ("last.ckpt", "best.ckpt"):  # it validated: a best checkpoint
-            (run / "checkpoints" / name).write_bytes(b"")
+            whole_checkpoint(run / "checkpoints" / name)
         (run / "metrics.csv").write_text(f"step,val/las,val/uas\n2,{las},{las + 10}\n")
         return 0, {"seconds": 90.0, "cpu_seconds": 120.0, "peak_rss_bytes": 300 * 2**20}
 
@@ -392,3 +401,63 @@ def test_a_second_pipeline_on_the_same_output_refuses_and_a_stale_lock_does_not_
     with pipeline.owning(output):
         assert (output / pipeline.LOCK).read_text() == f"{os.getpid()}\n"
     assert list(output.iterdir()) == []  # released, nothing left behind
+
+
+@pytest.mark.parametrize("damage, named", [
+    (lambda seed: (seed / runs.FINISHED).write_text('{"run": "likel'), "finished.json cannot be read"),
+    (lambda seed: (seed / "likelihood" / "version_0" / "checkpoints" / "best.ckpt").unlink(),
+     "finished, but its run has no likelihood/version_0/checkpoints/best.ckpt"),
+    (lambda seed: ((seed / runs.FINISHED).unlink(), (seed / "likelihood/version_0/checkpoints/last.ckpt").write_bytes(
+        b"PK\x03\x04 cut")), "last.ckpt is not a whole checkpoint"),
+], ids=["marker", "checkpoint gone", "checkpoint cut"])
+def test_a_damaged_stage_folder_is_named_in_one_line(ud_dir, tmp_path, monkeypatch, capsys, damage, named):
+    path = tmp_path / "p.yaml"
+    path.write_text("stages: [{name: a, config: configs/likelihood.yaml}]")
+    output = tmp_path / "out"
+    fake_training(monkeypatch, 40.0)
+    pipeline.run(pipeline.read_pipeline(path), "UD_Wolof-WTB", output, str(ud_dir), say=lambda line: None)
+    damage(output / "a" / "seed1")
+    with pytest.raises(SystemExit) as stop:
+        pipeline.main([str(path), "--treebank", "UD_Wolof-WTB", "--root", str(ud_dir), "--output", str(output),
+                       "--no-tokenizer"])
+    error = capsys.readouterr().err.strip()
+    assert stop.value.code == 1 and named in error and "\n" not in error, error
+    assert str(output / "a" / "seed1") in error and "delete" in error
+
+
+def test_a_pipeline_killed_during_a_stage_and_run_again_ends_with_the_parser_of_one_never_stopped(
+        tiny_bert_dir, ud_dir, tmp_path):
+    """Real processes: the pipeline is SIGKILLed while its stage trains (its train.py dies with it,
+    leaving the checkpoint of its last validation), then run again: the stage resumes and the final
+    parser is byte for byte the one of a pipeline that was never stopped."""
+    root = tiny_treebank(ud_dir, tmp_path / "ud")
+    path = write_pipeline(tmp_path / "p.yaml", tiny_bert_dir, """
+stages:
+  - name: a
+    config: configs/likelihood.yaml
+    args: SMALL
+""".replace("'2', --data.batch_tokens", "'4', --trainer.val_check_interval, '2', --data.batch_tokens"))
+    environment = {**os.environ, "OMP_NUM_THREADS": "1"}
+
+    def pipeline_process(output: Path) -> subprocess.Popen:
+        return subprocess.Popen([sys.executable, "-m", "parser.pipeline", str(path), "--treebank", "UD_Tiny", "--root",
+                                 str(root), "--output", str(output), "--no-tokenizer"], cwd=REPO, env=environment,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+    never_stopped = pipeline_process(tmp_path / "whole")
+    killed = pipeline_process(tmp_path / "killed")
+    checkpoints = tmp_path / "killed" / "a" / "seed1" / "likelihood" / "version_0" / "checkpoints"
+    while not (checkpoints / "last.ckpt").is_file():  # its first validation (step 2 of 4) has been saved
+        assert killed.poll() is None, killed.stderr.read()
+        time.sleep(0.05)
+    killed.kill()
+    killed.wait()
+    time.sleep(2)
+    assert not [line for line in Path("/proc").glob("[0-9]*/cmdline") if str(tmp_path / "killed") in
+                line.read_bytes().decode(errors="replace")], "a train.py outlived its pipeline"
+    assert not (tmp_path / "killed" / "a" / "seed1" / runs.FINISHED).exists()
+    again = pipeline_process(tmp_path / "killed")
+    assert again.wait() == 0 and never_stopped.wait() == 0, again.stderr.read() + never_stopped.stderr.read()
+    assert "Restor" in (tmp_path / "killed" / "a" / "seed1" / "train.log").read_text()  # it resumed, not began again
+    weights = [(tmp_path / name / "parser" / "model.safetensors").read_bytes() for name in ("whole", "killed")]
+    assert weights[0] == weights[1]
