@@ -314,6 +314,17 @@ def stage_overrides(stage: Stage, seed: int, treebank: str, root: str | None,
             *(["--model.init", checkpoints(stage.init, seed)[0]] if stage.init else []), *stage.args]
 
 
+def check_stages(pipeline: Pipeline, given: dict[str, str], also: Sequence[str]) -> None:
+    """ConfigurationError where ``given`` (stage -> checkpoint) or ``also`` names no stage of
+    ``pipeline``, or a given checkpoint is not one (before anything trains)."""
+    if unknown := sorted(set(given) - {s.name for s in pipeline.stages}):
+        raise ConfigurationError(f"--given names no stage of the pipeline: {', '.join(unknown)}")
+    if unknown := sorted(set(also) - {s.name for s in pipeline.stages}):
+        raise ConfigurationError(f"--also names no stage of the pipeline: {', '.join(unknown)}")
+    for path in given.values():
+        check_checkpoint_path(path)
+
+
 def run(pipeline: Pipeline, treebank: str, output: Path, root: str | None = None, dry_run: bool = False,
         given: dict[str, str] | None = None, say: Callable[[str], None] = print,
         statistics: str | None = None, also: Sequence[str] = (), trees: int | None = None,
@@ -327,10 +338,7 @@ def run(pipeline: Pipeline, treebank: str, output: Path, root: str | None = None
     raw text reads it (``--data.unlabeled``), tokenised as the stream reads it."""
     results = pipeline.results
     given = given or {}
-    if unknown := sorted(set(given) - {s.name for s in pipeline.stages}):
-        raise ConfigurationError(f"--given names no stage of the pipeline: {', '.join(unknown)}")
-    if unknown := sorted(set(also) - {s.name for s in pipeline.stages}):
-        raise ConfigurationError(f"--also names no stage of the pipeline: {', '.join(unknown)}")
+    check_stages(pipeline, given, also)
     wanted = pipeline.needed(also)
 
     def checkpoints(name: str, seed: int | None) -> list[str]:
@@ -534,6 +542,7 @@ def main(argv: list[str] | None = None) -> None:
             raise ConfigurationError(f"--given takes STAGE=CHECKPOINT, not {malformed[0]}")
         train = treebank_file(args.treebank, "train", args.root)  # a missing treebank fails here, before anything trains
         given = dict(g.split("=", 1) for g in args.given)
+        check_stages(pipeline, given, args.also)
         if args.trees is not None and args.trees < 1:
             raise ConfigurationError(f"--trees takes K >= 1 trees, not {args.trees} (no tree: the no_treebank pipeline)")
         if args.raw and args.no_tokenizer:

@@ -270,6 +270,7 @@ stages:
 
 
 def test_a_missing_treebank_or_given_checkpoint_is_one_line(ud_dir, tmp_path, capsys):
+    """Wrong options end the pipeline in one line before anything trains, the tokenizer included."""
     path = tmp_path / "p.yaml"
     path.write_text("stages: [{name: a, config: configs/likelihood.yaml}]")
     for extra, message in (([], "no train file"), (["--given", "a=nowhere.ckpt"], "nowhere.ckpt: no such checkpoint"),
@@ -280,6 +281,7 @@ def test_a_missing_treebank_or_given_checkpoint_is_one_line(ud_dir, tmp_path, ca
                            *extra])
         error = capsys.readouterr().err.strip()
         assert stop.value.code == 2 and message in error and "\n" not in error, error
+        assert not (tmp_path / "out" / pipeline.TOKENIZER_FILE).exists()  # said before anything was learned
 
 
 def test_a_two_stage_pipeline_trains_scores_saves_and_is_reused(tiny_bert_dir, ud_dir, tmp_path, monkeypatch, capsys):
