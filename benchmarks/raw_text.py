@@ -1,6 +1,6 @@
 """Raw text to trees, scored by the official CoNLL 2018 scorer: a saved parser with its learned
 tokenizer beside UDPipe 1's tagger and parser trained on the same trees, on the same tokens of
-each target's test text (:func:`benchmarks.tokenizer.raw_text`).
+each target's test text (:func:`benchmarks.common.raw_text`).
 
     python -m benchmarks.raw_text run --treebank UD_X --parser runs/full/UD_X/parser [--sentences 100]
     python -m benchmarks.raw_text report
@@ -33,8 +33,8 @@ import shlex
 import sys
 from pathlib import Path
 
-from benchmarks.common import append_row, add_root_option, markdown_table, portable, provenance, read_rows
-from benchmarks.tokenizer import official, product, raw_text
+from benchmarks.common import (add_root_option, append_row, markdown_table, official, portable, product, provenance,
+                               raw_text, read_rows)
 from parser.data.sentences import read_conllu
 from parser.data.tokenizer import TOKENIZER_FILE
 from parser.pipeline import first_trees
