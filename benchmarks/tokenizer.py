@@ -21,6 +21,7 @@ from pathlib import Path
 
 from benchmarks.common import (TARGETS, add_root_option, append_row, markdown_table, official, portable, product, provenance,
                                raw_text, read_rows)
+from parser.data.datamodule import treebank_file
 from parser.data.sentences import read_conllu, write_conllu
 from parser.data.tokenizer import EPOCHS
 
@@ -38,8 +39,7 @@ def official_f1(gold: Path, system: Path) -> dict[str, float]:
 
 def run(ud: Path, treebank: str, sentences: int, epochs: int, output: Path) -> dict:
     """Train on ``treebank``'s first ``sentences`` trees (0: all), tokenise its test text, score."""
-    train, = (ud / treebank).glob("*-ud-train.conllu")
-    gold, = (ud / treebank).glob("*-ud-test.conllu")
+    train, gold = treebank_file(treebank, "train", ud), treebank_file(treebank, "test", ud)
     folder = output / treebank
     folder.mkdir(parents=True, exist_ok=True)
     raw = folder / "test.txt"
