@@ -38,7 +38,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from benchmarks.common import ROOT, portable, provenance, read_rows
+from benchmarks.common import ROOT, append_row, portable, provenance, read_rows
 from parser import pipeline
 from parser.cli import run_reporting_errors
 from parser.data.datamodule import treebank_file
@@ -108,9 +108,7 @@ def run(treebank: str, trees: int, recipe: str, seed: int, base: Path, root: str
     scores = pipeline.test_scores(checkpoint, test, folder / "test.conllu")
     row.update({"test_uas": round(scores["uas"], 2), "test_las": round(scores["las"], 2)})
     row = portable(row)
-    results.parent.mkdir(parents=True, exist_ok=True)
-    with open(results, "a", encoding="utf-8") as lines:
-        lines.write(json.dumps(row) + "\n")
+    append_row(results, row)
     return row
 
 
