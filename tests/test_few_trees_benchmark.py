@@ -3,7 +3,6 @@
 import json
 import shutil
 import zipfile
-from pathlib import Path
 
 import pytest
 
@@ -40,35 +39,20 @@ def test_a_recipe_for_another_number_of_trees_is_refused(recipe, trees, tmp_path
     (20, "ge_counts", ["Likelihood", "TagLikelihood", "Distillation", "GeneralizedExpectation"]),
 ])
 def test_each_recipe_trains_its_config_with_its_terms_and_trees(trees, recipe, terms, tiny_bert_dir, ud_dir,
-                                                                tmp_path, monkeypatch):
+                                                                tmp_path, monkeypatch, fake_training):
     """Each recipe is a stage of the shipped pipeline of its trees, in the recipe's folder; the
     command it gives train.py builds the parser it names: its terms, K labeled trees and K dev
     trees (none without trees), GE's statistics counted on the first K trees; with K trees every
     recipe but ``finetuned`` starts from the fine-tuned parser where that parses the K dev trees
     better, which then trains once for every recipe."""
     import train
-    import yaml
 
-    from parser import runs
-
-    launched = []
-
-    def launch(command, log, environment):  # a run folder written in place of training
-        launched.append(command)
-        folder = Path(command[command.index("--trainer.default_root_dir") + 1])
-        run = folder / Path(command[command.index("--config") + 1]).stem / "version_0"
-        (run / "checkpoints").mkdir(parents=True)
-        for name in ("best.ckpt", "last.ckpt"):
-            (run / "checkpoints" / name).touch()
-        (run / "config.yaml").write_text(yaml.safe_dump({"model": {"terms": []}}))
-        (run / "metrics.csv").write_text("step,val/las\n6,40.0\n")
-        return 0, {"seconds": 61.0, "cpu_seconds": 60.0, "peak_rss_bytes": 1}
+    launched = fake_training
 
     def parsed_las(candidates, dev, scratch):  # the choice of the pipeline: each parses the first K dev trees
         assert dev.read_text(encoding="utf-8").count("\n\n") == trees and set(candidates) == {"base", "finetuned"}
         return {"base": 40.0, "finetuned": better}
 
-    monkeypatch.setattr(runs, "launch", launch)
     monkeypatch.setattr(few_trees.pipeline, "parsed_las", parsed_las)
     output, base = tmp_path / "runs" / "UD_Wolof-WTB" / str(trees), tmp_path / "base.ckpt"
     zipfile.ZipFile(base, "w").close()  # a checkpoint's form, never loaded here

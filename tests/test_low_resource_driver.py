@@ -80,39 +80,25 @@ def test_the_rounds_are_the_shipped_chains(capsys):
     assert "--rounds takes 1 to 3" in capsys.readouterr().err
 
 
-def _fake_training(monkeypatch) -> list[list[str]]:
-    """Every train.py command parser.runs launches (the returned list), a run folder written
-    in its place; a run is scored LAS 40 without parsing anything."""
-    launched = []
-
-    def launch(command, log, environment):
-        launched.append(command)
-        folder = Path(command[command.index("--trainer.default_root_dir") + 1])
-        run = folder / Path(command[command.index("--config") + 1]).stem / "version_0"
-        (run / "checkpoints").mkdir(parents=True)
-        for name in ("best.ckpt", "last.ckpt"):
-            (run / "checkpoints" / name).touch()
-        (run / "config.yaml").write_text(yaml.safe_dump({"model": {"terms": []}, "trainer": {"max_steps": 7}}))
-        (run / "metrics.csv").write_text("step,val/las\n6,40.0\n")
-        return 0, {"seconds": 61.0, "cpu_seconds": 60.0, "peak_rss_bytes": 1}
-
-    monkeypatch.setattr(runs, "launch", launch)
+@pytest.fixture
+def launched(fake_training, monkeypatch) -> list[list[str]]:
+    """Every train.py command launched (training faked, ``fake_training``); a run is scored LAS 40
+    without parsing anything."""
     monkeypatch.setattr(low_resource, "test_scores", lambda run, options: {"uas": 50.0, "las": 40.0, "clas": 30.0})
     monkeypatch.setattr(low_resource, "report", lambda results: "")
     monkeypatch.setattr(low_resource, "figure", lambda results, path: path)
-    return launched
+    return fake_training
 
 
 def _option(command: list[str], name: str) -> str:
     return command[command.index(name) + 1]
 
 
-def test_a_committee_grid_trains_each_run_once_records_each_and_resumes(tmp_path, monkeypatch):
+def test_a_committee_grid_trains_each_run_once_records_each_and_resumes(tmp_path, monkeypatch, launched):
     """Two committee rounds of seed 3 with the seeds 1 and 2: the runs in the order the old
     chain trained them, each once; a row per run (student overrides on the students only, the
     data root everywhere, the exact command of each); a second call trains nothing and
     records nothing, and a run whose row is gone is scored again without training."""
-    launched = _fake_training(monkeypatch)
     results, output = tmp_path / "r.jsonl", tmp_path / "out"
     argv = ["--objectives", "supervised", "self_distill", "--rounds", "2", "--sizes", "100", "--seeds", "3",
             "--ensemble-seeds", "1", "2", "--committee", "--treebank", "UD_Wolof-WTB", "--data-root", str(tmp_path / "ud"),
@@ -150,9 +136,8 @@ def test_a_committee_grid_trains_each_run_once_records_each_and_resumes(tmp_path
     assert results.read_text().splitlines()[-1] == json.dumps(rows[-1])  # the same row, scored again
 
 
-def test_cells_of_two_treebanks_never_share_a_run(tmp_path, monkeypatch):
+def test_cells_of_two_treebanks_never_share_a_run(tmp_path, launched):
     """One --output for two treebanks: each treebank's cells train in a folder of their own."""
-    launched = _fake_training(monkeypatch)
     for treebank in ("UD_Wolof-WTB", "UD_Greek-GDT"):
         low_resource.main(["--objectives", "supervised", "--sizes", "100", "--seeds", "1", "--treebank", treebank,
                            "--output", str(tmp_path / "out"), "--results", str(tmp_path / "r.jsonl")])
@@ -160,11 +145,10 @@ def test_cells_of_two_treebanks_never_share_a_run(tmp_path, monkeypatch):
     assert folders == [tmp_path / "out" / treebank / "supervised-k100" / "seed1" for treebank in ("UD_Wolof-WTB", "UD_Greek-GDT")]
 
 
-def test_a_cross_treebank_teacher_is_trained_once_per_settings(tmp_path, monkeypatch):
+def test_a_cross_treebank_teacher_is_trained_once_per_settings(tmp_path, launched):
     """The other treebanks' teacher (their own data, the data root, --teacher-args) trains once
     per config and --teacher-args, beside the treebanks' folders, and records its row alone;
     the student learns from it."""
-    launched = _fake_training(monkeypatch)
     common = ["--objectives", "cross_treebank", "--sizes", "100", "--seeds", "1", "--treebank", "UD_Wolof-WTB",
               "--teacher-treebank", "UD_Greek-GDT", "UD_Uyghur-UDT", "--data-root", str(tmp_path / "ud"),
               "--output", str(tmp_path / "out"), "--results", str(tmp_path / "r.jsonl")]
