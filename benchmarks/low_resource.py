@@ -141,7 +141,8 @@ def cell_stage(objective: str, size: int | str, seeds: tuple[int, ...], options:
     and only K (``all``: no limit), the partially annotated training file
     (:func:`parser.data.partial.write_partial_train`: all of it is used), the teacher of kl and cross_treebank
     (``teacher_checkpoint``) and the overrides; a self-training round's teachers are runs of an
-    earlier stage (``teacher``). The pipeline adds the treebank and the seed."""
+    earlier stage (``teacher``: the one of the same seed, or all as an ensemble). The pipeline adds
+    the treebank and the seed."""
     if objective in DISTILLING and not (teacher_checkpoint or teacher):
         raise ValueError(f"the {objective} objective needs a teacher checkpoint")
     limit = "null" if size == ALL or partial_train is not None else str(size)
@@ -460,6 +461,7 @@ def figure(results: Path, output: Path) -> Path:
     output.parent.mkdir(parents=True, exist_ok=True)
     return save(fig, output, dpi=80)  # a figure of tens of inches: 80 dpi keeps the PNG readable and small
 
+
 def _labeled_size(text: str) -> int | str:
     return ALL if text == ALL else int(text)
 
@@ -504,7 +506,6 @@ def main(argv: list[str] | None = None) -> None:
     cli.add_argument("--report", action="store_true", help="only print the table of --results and draw --figure")
     args = cli.parse_args(argv)
     if not args.report:
-        rounds = len(read_pipeline(CHAINS[args.committee]).stages) - 1
         if "kl" in args.objectives and not args.teacher:
             cli.error("--teacher is required for the kl objective")
         if args.partial_arcs is not None and (args.objectives != ["supervised"] or ALL in args.sizes
@@ -514,7 +515,8 @@ def main(argv: list[str] | None = None) -> None:
             cli.error("--committee needs --ensemble-seeds: the seeds of the committee")
         if set(SELF_TRAINING) & set(args.objectives) and "supervised" not in args.objectives:
             cli.error(f"{', '.join(SELF_TRAINING)} start from the supervised cell: list supervised among --objectives")
-        if not 1 <= args.rounds <= rounds:
+        rounds = len(read_pipeline(CHAINS[args.committee]).stages) - 1  # the chain's stages after the supervised one
+        if set(SELF_TRAINING) & set(args.objectives) and not 1 <= args.rounds <= rounds:
             cli.error(f"--rounds takes 1 to {rounds}, the rounds of configs/pipelines/{CHAINS[args.committee]}.yaml")
         options = Options(
             treebank=args.treebank, root=args.root, output=args.output, results=args.results,
