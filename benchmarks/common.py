@@ -1,6 +1,7 @@
 """What the benchmark drivers share: a result row's provenance, a results file's rows (read and appended) and a
 run folder's name, the recorded rows' files and what several tables cite (the transfer targets, UDPipe 2's
-published scores, the whole-file run, grouped bars), timing helpers (interleaved repeats, peak memory), then the
+published scores, the whole-file run, grouped bars), a test file's raw text, the official CoNLL 2018 scorer and a
+timed product command (the tokenizer and raw-text benchmarks), timing helpers (interleaved repeats, peak memory), then the
 tables' formats (markdown tables, mean ± sd).
 
 The machines these run on are shared, so every comparison runs its contenders
@@ -28,6 +29,7 @@ from pathlib import Path
 
 import torch
 
+from parser.data.sentences import read_conllu
 from parser.drawing import new_figure, save
 from parser.fetch import default_root
 from parser.runs import RECIPES, REPOSITORY, commit, shell_line
@@ -92,6 +94,35 @@ def portable(value, places: dict[str, str] | None = None):
                 item = item.replace(path, names[path])
         return item
     return rewrite(value)
+
+
+def raw_text(gold: Path) -> str:
+    """``gold``'s raw text: its ``# text`` lines, a paragraph's joined by a space, paragraphs by a blank line."""
+    paragraphs: list[list[str]] = []
+    for sentence in read_conllu(gold, trees=False):
+        if "newpar" in sentence.tokenlist.metadata or not paragraphs:
+            paragraphs.append([])
+        paragraphs[-1].append(sentence.tokenlist.metadata["text"])
+    return "\n\n".join(" ".join(paragraph) for paragraph in paragraphs) + "\n"
+
+
+def official(gold: Path, system: Path, names: Sequence[str]) -> dict[str, float]:
+    """The CoNLL 2018 scorer's F1 (percent) of ``names`` ("Tokens", "LAS", ...), lower-cased
+    (stanza 1.4.0's copy of conll18_ud_eval.py)."""
+    from stanza.utils import conll18_ud_eval as scorer
+
+    scores = scorer.evaluate(scorer.load_conllu_file(str(gold)), scorer.load_conllu_file(str(system)))
+    return {name.lower(): round(100 * scores[name].f1, 2) for name in names}
+
+
+def product(*arguments: str, log: Path, module: str = "parser.main") -> float:
+    """Run ``python -m MODULE ARGUMENTS`` (the product's commands; ``benchmarks.peer_drivers`` for
+    UDPipe 1, whose ``ufal.udpipe`` this environment has) on one thread, its output in ``log``; its seconds."""
+    start = time.perf_counter()
+    with open(log, "w", encoding="utf-8") as output:
+        subprocess.run([sys.executable, "-m", module, *arguments], stdout=output, stderr=subprocess.STDOUT,
+                       check=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    return time.perf_counter() - start
 
 
 def whole_file_run(rows: list[dict], treebank: str) -> dict | None:

@@ -33,7 +33,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import math
-import os
 import sys
 from collections import Counter
 from pathlib import Path
@@ -49,8 +48,8 @@ from objectives.expectations import covariance_with_arcs, entropy, expectation
 from objectives.mtt import log_partition_and_marginals
 from parser.data.sentences import read_conllu
 from parser.drawing import new_figure, save
+from parser.fetch import default_root
 
-UD_DIR = Path(os.environ.get("UD_DIR", ROOT.parent / "shared" / "data" / "ud"))
 # name, file, paper's mean length, entropy and speed-up (arXiv v1 / TACL)
 LANGUAGES = (
     ("Finnish", "UD_Finnish-TDT/fi_tdt-ud-test.conllu", 9.23, 0.6092, 3.4, 4.1),
@@ -211,7 +210,7 @@ def part_table1(args) -> str:
     scorer = RandomBiaffine()
     rows_main, rows_grad = [], []
     for name, path, paper_len, paper_h, paper_arxiv, paper_tacl in LANGUAGES[: args.languages]:
-        sentences = read_treebank(UD_DIR / path)
+        sentences = read_treebank(default_root() / path)
         full_len = sum(len(s[0]) for s in sentences) / len(sentences)
         chosen = subsample(sentences, args.sentences, seed=1)
         singles = [(scorer(forms)[None], torch.tensor([len(forms)])) for forms, _, _ in chosen]
@@ -317,7 +316,7 @@ def ge_druck_smith(s, n, f, t):
 
 def part_ge(args) -> str:
     scorer = RandomBiaffine()
-    sentences = [s for s in read_treebank(UD_DIR / ENGLISH) if 5 <= len(s[0]) <= 50]
+    sentences = [s for s in read_treebank(default_root() / ENGLISH) if 5 <= len(s[0]) <= 50]
     total = len(sentences)
     pairs = ge_pairs(sentences)
     five = next(x for x in sentences if len(x[0]) == 5)

@@ -5,8 +5,8 @@ on a target, its test scores as a row of ``docs/results/few_trees.jsonl``, and t
         --base runs/base/multilingual_base/version_0/checkpoints/best.ckpt
     python -m benchmarks.few_trees report [--plot docs/figures/few_trees.png]
 
-Recipes (each the product's own configs, run by :func:`parser.runs.fit` in
-``runs/few/<treebank>/<trees>/<recipe>/seed<S>``):
+Recipes (each a shipped pipeline's stage, ``configs/pipelines/few_trees.yaml`` or without a tree
+``no_treebank.yaml``, run by :func:`parser.pipeline.run` in ``runs/few/<treebank>/<trees>/<recipe>/seed<S>``):
 
 - ``zero_shot``: the base as it is (no training);
 - ``ge_facts`` (0 trees): ``configs/no_treebank.yaml`` with GE toward the target's facts file
@@ -35,13 +35,14 @@ import argparse
 import json
 import statistics
 import sys
+from dataclasses import replace
 from pathlib import Path
 
-from benchmarks.common import ROOT, portable, provenance, read_rows
+from benchmarks.common import ROOT, append_row, portable, provenance, read_rows
 from parser import pipeline
 from parser.cli import run_reporting_errors
 from parser.data.datamodule import treebank_file
-from parser.runs import Run, config_path, fit
+from parser.runs import Run, config_path
 
 RESULTS = ROOT / "docs" / "results" / "few_trees.jsonl"
 RUNS = ROOT / "runs" / "few"
@@ -50,9 +51,6 @@ NO_TREE = ("ge_facts", "ge_oracle")  # recipes for no tree
 SOME_TREES = ("finetuned", "ge_counts")  # recipes for K > 0 trees
 KL = "{objective: {class_path: objectives.Distillation, init_args: {labeled: true}}, data: unlabeled}"
 TREES = "{objective: objectives.Likelihood}, {objective: objectives.TagLikelihood}"
-NO_TREEBANK = "configs/no_treebank.yaml"
-FEW_TREES = "configs/few_trees.yaml"
-FINETUNED = "configs/transfer.yaml"
 
 
 def language(treebank: str) -> str:
@@ -60,38 +58,32 @@ def language(treebank: str) -> str:
     return treebank.removeprefix("UD_").split("-")[0].lower()
 
 
-def counted_statistics(treebank: str, trees: int, root: str | None, folder: Path) -> Path:
-    """The statistics of the training file's first ``trees`` trees as the few_trees pipeline
-    counts them, or of all of them (``trees`` 0: the oracle, 20 bootstrap resamplings of a
-    whole file), written once into ``folder``."""
-    from parser.statistics import count_once
+def train(treebank: str, trees: int, recipe: str, seed: int, base: Path, root: str | None, output: Path) -> Run:
+    """Train one recipe's parser (reused when it finished before) in ``output`` (``RUNS/<treebank>/<trees>``) as
+    the shipped pipeline of its trees runs it, the base given (``configs/pipelines/few_trees.yaml``: the
+    fine-tuned parser or the base, the better on the first K dev trees, starts and teaches; without a tree
+    ``no_treebank.yaml``): ``finetuned`` its stage of that name, every other recipe its last stage, named after the
+    recipe, with GE's constraints the recipe's (``self_training``: no GE term)."""
+    chain = pipeline.read_pipeline("few_trees" if trees else "no_treebank", "finetuned" if recipe == "finetuned" else None,
+                                   seed)
+    statistics = None
+    if recipe != "finetuned":
+        terms = ["--model.terms", f"[{TREES + ', ' if trees else ''}{KL}]"] if recipe == "self_training" else []
+        last = replace(chain.stages[-1], name=recipe, args=(*chain.stages[-1].args, *terms))
+        chain = pipeline.Pipeline([*chain.stages[:-1], last], recipe)
+        train_file = treebank_file(treebank, "train", root)
+        if recipe == "ge_facts":
+            statistics = str(config_path(f"configs/facts/{language(treebank)}.yaml"))
+        elif recipe == "ge_counts":  # the first K trees' statistics, as the few_trees pipeline counts them
+            statistics = pipeline.counted_statistics(train_file, trees, output, False, print)
+        elif recipe == "ge_oracle":  # the whole file's, 20 bootstrap resamplings
+            from parser.statistics import count_once
 
-    train = treebank_file(treebank, "train", root)
-    if trees:
-        return count_once(train, trees, folder / "statistics.yaml")
-    return count_once(train, None, folder / "oracle_statistics.yaml", resamples=20)
-
-
-def train(treebank: str, trees: int, recipe: str, seed: int, base: Path, root: str | None, folder: Path) -> Run:
-    """Train one recipe's parser (reused when it finished before)."""
-    data = ["--data.treebank", treebank, "--seed_everything", str(seed), "--data.seed", str(seed),
-            *(["--data.root", root] if root else [])]
-    sample = ["--data.labeled_size", str(trees), "--data.dev_size", str(trees)] if trees else []
-    if recipe == "finetuned":
-        return fit(config_path(FINETUNED), [*data, *sample, "--model.init", str(base)], folder)
-    config = config_path(FEW_TREES if trees else NO_TREEBANK)
-    if trees:  # the fine-tuned parser or the base, the better on the first K dev trees, starts and teaches (the
-        # few_trees pipeline's choice)
-        finetuned = train(treebank, trees, "finetuned", seed, base, root, folder.parent.parent / "finetuned" / folder.name)
-        dev = pipeline.dev_trees(treebank_file(treebank, "dev", root), trees, folder.parent.parent)
-        las = pipeline.parsed_las({"base": [Run.of_checkpoint(base)], "finetuned": [finetuned]}, dev, folder / "choose")
-        base = finetuned.best if las["finetuned"] > las["base"] else base
-    start = [*data, *sample, "--model.init", str(base), "--model.teacher", str(base)]
-    if recipe == "self_training":
-        return fit(config, [*start, "--model.terms", f"[{TREES + ', ' if trees else ''}{KL}]"], folder)
-    constraints = (str(config_path(f"configs/facts/{language(treebank)}.yaml")) if recipe == "ge_facts"
-                   else str(counted_statistics(treebank, trees, root, folder.parent)))
-    return fit(config, [*start, "--statistics", constraints], folder)
+            statistics = str(count_once(train_file, None, output / "oracle_statistics.yaml", resamples=20))
+    output.mkdir(parents=True, exist_ok=True)
+    runs = pipeline.run(chain, treebank, output, root, given={"base": str(base)}, statistics=statistics,
+                        trees=trees or None)
+    return runs[chain.final][0]
 
 
 def run(treebank: str, trees: int, recipe: str, seed: int, base: Path, root: str | None, results: Path,
@@ -106,7 +98,7 @@ def run(treebank: str, trees: int, recipe: str, seed: int, base: Path, root: str
         checkpoint = base
         row.update(provenance(["-m", "benchmarks.few_trees", *arguments]))
     else:
-        parser = train(treebank, trees, recipe, seed, base, root, folder)
+        parser = train(treebank, trees, recipe, seed, base, root, folder.parents[1])
         checkpoint = parser.best  # no tree: no dev, the last step
         usage = parser.usage()
         row.update({"step": parser.dev().get("step", parser.steps()),
@@ -116,9 +108,7 @@ def run(treebank: str, trees: int, recipe: str, seed: int, base: Path, root: str
     scores = pipeline.test_scores(checkpoint, test, folder / "test.conllu")
     row.update({"test_uas": round(scores["uas"], 2), "test_las": round(scores["las"], 2)})
     row = portable(row)
-    results.parent.mkdir(parents=True, exist_ok=True)
-    with open(results, "a", encoding="utf-8") as lines:
-        lines.write(json.dumps(row) + "\n")
+    append_row(results, row)
     return row
 
 

@@ -7,11 +7,12 @@ with ``parser.evaluate``. A cell is a stage of a pipeline (``parser.pipeline``: 
 ``train.py fit`` per seed, reused when finished, resumed when stopped); it adds only its seed,
 K, the treebank and, for kl, the teacher, then ``--train-args`` (and, for the cells that learn
 from a teacher, ``--student-args``), and trains in ``--output``/TREEBANK/STAGE/seedS. The
-self-training rounds are one pipeline of such stages, each round's teacher an earlier stage
-(:func:`self_training`). One JSON line per run goes to ``--results`` (scores, the exact
-command, the commit); ``--report`` prints the markdown table (mean and spread over seeds,
-share of the supervised-to-full-data gap) from that file and draws it to ``--figure`` (test
-LAS by recipe and labeled size, every seed a point).
+self-training rounds are a shipped pipeline, ``configs/pipelines/self_training.yaml`` (with
+``--committee``: ``self_training_committee.yaml``), run up to the round with the row's
+objective and the cell's settings (:func:`self_training`). One JSON line per run goes to
+``--results`` (scores, the exact command, the commit); ``--report`` prints the markdown table
+(mean and spread over seeds, share of the supervised-to-full-data gap) from that file and draws
+it to ``--figure`` (test LAS by recipe and labeled size, every seed a point).
 
     python -m benchmarks.low_resource --sizes 100 --seeds 1 2 3 --teacher runs/likelihood/version_0/checkpoints/best.ckpt
     python -m benchmarks.low_resource --report
@@ -30,6 +31,7 @@ import shlex
 import statistics
 import textwrap
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -42,7 +44,7 @@ from parser.data.partial import write_partial_train
 from parser.drawing import new_figure, save
 from parser.evaluate import score_checkpoint
 from parser.data.sentences import records
-from parser.pipeline import Pipeline, Stage, TeacherRuns, run_folder
+from parser.pipeline import Pipeline, Stage, TeacherRuns, read_pipeline, run_folder
 from parser.pipeline import run as run_pipeline
 from parser.runs import RECIPES, Run, finished, recipe
 from parser.training.terms import trains_tagger
@@ -61,6 +63,7 @@ OBJECTIVES = {"supervised": "likelihood_low_resource", "entropy": "entropy", "ge
 # --committee every later round learns from the ensemble of the previous round's students of
 # those seeds too ("round 2 committee of seeds S...", stages c1_2_3 beside round 1's e1_2_3).
 SELF_TRAINING = ("self_distill", "self_sample", "self_ge")
+CHAINS = {False: "self_training", True: "self_training_committee"}  # --committee -> configs/pipelines/NAME.yaml
 DISTILLING = ("kl", *SELF_TRAINING, "cross_treebank")  # the recipes that take a teacher
 # cross_treebank: KL from a teacher trained on all of other treebanks (--teacher-treebank: one,
 # or several read as one multilingual training set; by --teacher-config with --teacher-args,
@@ -71,133 +74,160 @@ TAGGER = ['--model.terms+={"objective": "objectives.TagLikelihood"}']  # --tagge
 Cell = tuple[Stage, str, "int | None"]  # a stage of cells, their objective and self-training round (None: none)
 
 
-def overrides(objective: str, args: argparse.Namespace) -> list[str]:
+@dataclass(frozen=True)
+class Options:
+    """The settings every cell of a grid shares (the command line's, read once by :func:`main`)."""
+
+    treebank: str = DEFAULT_TREEBANK
+    root: Path | None = None
+    output: Path = Path("runs/low_resource")
+    results: Path = Path("runs/low_resource/results.jsonl")
+    train_args: tuple[str, ...] = ()
+    student_args: tuple[str, ...] = ()
+    teacher: str | None = None  # kl's checkpoint
+    teacher_labeled: int | None = None
+    teacher_config: str = TEACHER_CONFIG  # cross_treebank's teacher: its recipe, overrides and treebanks
+    teacher_args: tuple[str, ...] = ()
+    teacher_treebanks: tuple[str, ...] = ("UD_English-LinES",)
+    ensemble_seeds: tuple[int, ...] = ()
+    committee: bool = False
+    partial_arcs: float | None = None
+
+
+def overrides(objective: str, options: Options) -> list[str]:
     """A cell's ``train.py`` overrides: ``--train-args``, then ``--student-args`` for the
     recipes that learn from a teacher (so that a self-distillation student can change its
     terms while its teacher stays the supervised cell of the same ``--train-args``)."""
-    return [*args.train_args, *(getattr(args, "student_args", []) if objective in DISTILLING else [])]
+    return [*options.train_args, *(options.student_args if objective in DISTILLING else [])]
 
 
-def _ensemble(args: argparse.Namespace, round_: int | None) -> tuple[list[int], bool]:
+def _ensemble(options: Options, round_: int | None) -> tuple[tuple[int, ...], bool]:
     """The seeds whose cells teach a self-training round together (none: its own seed's) and
     whether they are a committee (every round's teacher, not round 1's only)."""
-    ensemble = (getattr(args, "ensemble_seeds", None) or []) if round_ is not None else []
-    return ensemble, bool(ensemble) and getattr(args, "committee", False) and round_ > 1
+    ensemble = options.ensemble_seeds if round_ is not None else ()
+    return ensemble, bool(ensemble) and options.committee and round_ > 1
 
 
-def stage_name(objective: str, size: int | str, args: argparse.Namespace, round_: int | None = None) -> str:
+def stage_name(objective: str, size: int | str, options: Options, round_: int | None = None) -> str:
     """The folder of a stage of cells under ``--output``/TREEBANK (one folder a seed in it): the
     objective, the round and its teachers' seeds (``e1_2``, a committee's ``c1_2``), K, the
     share of partial arcs and the overrides."""
-    ensemble, committee = _ensemble(args, round_)
+    ensemble, committee = _ensemble(options, round_)
     lineage = f"{'c' if committee else 'e'}{'_'.join(map(str, ensemble))}" if ensemble else ""  # e1_2_3, not e123
-    partial = f"-partial{args.partial_arcs}" if getattr(args, "partial_arcs", None) is not None else ""
+    partial = f"-partial{options.partial_arcs}" if options.partial_arcs is not None else ""
     return (f"{objective}{'' if round_ is None else round_}{lineage}-k{size}{partial}"
-            f"{folder_name(overrides(objective, args))}")
+            f"{folder_name(overrides(objective, options))}")
 
 
-def variant(objective: str, args: argparse.Namespace, round_: int | None = None) -> str:
+def variant(objective: str, options: Options, round_: int | None = None) -> str:
     """A row's variant: its overrides as a shell line, after the round and its teachers
     (``round 2 committee of seeds 1 2``), the share of partial arcs or the other treebanks."""
-    line = shlex.join(overrides(objective, args))
-    ensemble, committee = _ensemble(args, round_)
+    line = shlex.join(overrides(objective, options))
+    ensemble, committee = _ensemble(options, round_)
     label = line if round_ is None else f"round {round_}" + (
         f" {'committee' if committee else 'teachers'} of seeds {' '.join(map(str, ensemble))}" if ensemble else ""
     ) + (f" {line}" if line else "")
-    if getattr(args, "partial_arcs", None) is not None:
-        label = f"partial_arcs {args.partial_arcs}" + (f" {label}" if label else "")
+    if options.partial_arcs is not None:
+        label = f"partial_arcs {options.partial_arcs}" + (f" {label}" if label else "")
     if objective == "cross_treebank":
-        label = f"teacher {teacher_name(args)}" + (f" {line}" if line else "")
+        label = f"teacher {teacher_name(options)}" + (f" {line}" if line else "")
     return label
 
 
-def cell_stage(objective: str, size: int | str, seeds: list[int], args: argparse.Namespace, round_: int | None = None,
-               teacher_checkpoint: str | Path | None = None, partial_train: Path | None = None, teacher: TeacherRuns | None = None) -> Stage:
+def cell_stage(objective: str, size: int | str, seeds: tuple[int, ...], options: Options, round_: int | None = None,
+               teacher_checkpoint: str | Path | None = None, partial_train: Path | None = None,
+               teacher: TeacherRuns | None = None) -> Stage:
     """The stage of cells of ``objective`` at K = ``size`` for ``seeds``: the recipe's config,
     and only K (``all``: no limit), the partially annotated training file
     (:func:`parser.data.partial.write_partial_train`: all of it is used), the teacher of kl and cross_treebank
     (``teacher_checkpoint``) and the overrides; a self-training round's teachers are runs of an
-    earlier stage (``teacher``: the one of the same seed, or all as an ensemble). The pipeline adds the
-    treebank and the seed."""
+    earlier stage (``teacher``: the one of the same seed, or all as an ensemble). The pipeline adds
+    the treebank and the seed."""
     if objective in DISTILLING and not (teacher_checkpoint or teacher):
         raise ValueError(f"the {objective} objective needs a teacher checkpoint")
     limit = "null" if size == ALL or partial_train is not None else str(size)
     arguments = ["--data.labeled_size", limit,
                  *(["--data.train", str(partial_train), "--data.partial", "true"] if partial_train is not None else []),
                  *(["--model.teacher", str(teacher_checkpoint)] if teacher_checkpoint else []),
-                 *overrides(objective, args)]
-    return Stage(stage_name(objective, size, args, round_), str(recipe(OBJECTIVES[objective])), tuple(seeds),
+                 *overrides(objective, options)]
+    return Stage(stage_name(objective, size, options, round_), str(recipe(OBJECTIVES[objective])), tuple(seeds),
                  tuple(arguments), teacher=teacher)
 
 
-def self_training(objective: str, size: int | str, seed: int, round_: int, args: argparse.Namespace) -> list[Cell]:
-    """The pipeline behind round ``round_`` of seed ``seed``: the supervised cell, then each
-    round taught by the one before (the same seed); with ``--ensemble-seeds`` round 1 by the
-    supervised cells of those seeds, and with ``--committee`` every round by the previous
-    round's cells of those seeds (then trained for those seeds)."""
-    ensemble, committee = list(getattr(args, "ensemble_seeds", None) or []), getattr(args, "committee", False)
-    cells: list[Cell] = [(cell_stage("supervised", size, ensemble or [seed], args), "supervised", None)]
-    for r in range(1, round_ + 1):
-        seeds = ensemble if committee and r < round_ else [seed]
-        teacher = TeacherRuns(cells[-1][0].name, "all" if ensemble and (r == 1 or committee) else "seed")
-        cells.append((cell_stage(objective, size, seeds, args, r, teacher=teacher), objective, r))
+def self_training(objective: str, size: int | str, seed: int, round_: int, options: Options) -> list[Cell]:
+    """Round ``round_`` of seed ``seed``: the shipped chain (``CHAINS``: the supervised cells,
+    then each round taught by the one before) up to that round, each stage a cell of the row's
+    objective at K = ``size``. A stage of several seeds trains ``--ensemble-seeds`` (none: the
+    student's own seed), as does every stage before the round with ``--committee``; the round
+    itself trains ``seed``."""
+    chain = read_pipeline(CHAINS[options.committee], until=f"round{round_}", seed=seed)
+    cells: list[Cell] = []
+    names: dict[str, str] = {}  # the chain's stage -> the cells' stage
+    for stage in chain.stages:
+        r = int(stage.name.removeprefix("round")) if stage.teacher else None
+        seeds = (options.ensemble_seeds or (seed,)) if len(stage.seeds) > 1 and r != round_ else (seed,)
+        teacher = stage.teacher and TeacherRuns(names[stage.teacher.stage], stage.teacher.runs)
+        cells.append((cell_stage(objective if r else "supervised", size, seeds, options, r, teacher=teacher),
+                      objective if r else "supervised", r))
+        names[stage.name] = cells[-1][0].name
     return cells
 
 
-def train_cells(cells: list[Cell], size: int | str, args: argparse.Namespace, record: Callable[[dict], None],
+def train_cells(cells: list[Cell], size: int | str, options: Options, record: Callable[[dict], None],
                 extra_labeled: int = 0, arcs: dict | None = None) -> list[Run]:
     """Train (or reuse) the stages of ``cells`` as one pipeline under ``--output``/TREEBANK (one
     folder per treebank: a cell's checkpoint is never another treebank's) and record the row of
     each run trained now or not in ``--results`` yet; the runs of the last stage."""
-    output = Path(args.output) / args.treebank
+    output = options.output / options.treebank
     trained = {(stage.name, seed) for stage, _, _ in cells for seed in stage.seeds
                if finished(run_folder(output, stage.name, seed)) is None}
     pipeline = Pipeline([stage for stage, _, _ in cells], cells[-1][0].name)
-    run_pipeline(pipeline, args.treebank, output, str(args.root), say=lambda line: print(line, flush=True))
+    run_pipeline(pipeline, options.treebank, output, options.root and str(options.root),
+                 say=lambda line: print(line, flush=True))
     for stage, objective, round_ in cells:
         for seed, run in zip(stage.seeds, pipeline.results[stage.name]):
-            key = {"objective": objective, "variant": variant(objective, args, round_), "labeled": size, "seed": seed,
-                   "treebank": args.treebank}
-            if (stage.name, seed) not in trained and recorded_row(Path(args.results), key) is not None:
-                print(f"reusing {run.directory}: already in {args.results}", flush=True)
+            key = {"objective": objective, "variant": variant(objective, options, round_), "labeled": size,
+                   "seed": seed, "treebank": options.treebank}
+            if (stage.name, seed) not in trained and recorded_row(options.results, key) is not None:
+                print(f"reusing {run.directory}: already in {options.results}", flush=True)
                 continue
             record({**key, "train_seconds": round(run.usage().get("seconds", 0)),
-                    "max_steps": run.config()["trainer"]["max_steps"], **test_scores(run, args),
+                    "max_steps": run.config()["trainer"]["max_steps"], **test_scores(run, options),
                     "extra_labeled": extra_labeled, **(arcs or {}), **run.provenance()})
     return pipeline.results[cells[-1][0].name]
 
 
-def train_cell(objective: str, size: int | str, seed: int, args: argparse.Namespace,
-               record: Callable[[dict], None]) -> Run:
+def train_cell(objective: str, size: int | str, seed: int, options: Options, record: Callable[[dict], None]) -> Run:
     """One cell outside self-training, trained (or reused) and recorded: its run. kl learns from
     ``--teacher``, cross_treebank from :func:`other_treebank_teacher`; with ``--partial-arcs``
     the cell's training file is written first (the file is built at run time, never committed)."""
-    teacher = other_treebank_teacher(args, record) if objective == "cross_treebank" else (
-        args.teacher if objective == "kl" else None)
-    if objective == "kl":
-        extra = args.teacher_labeled if args.teacher_labeled is not None else teacher_labeled(args.teacher, args.root)
+    teacher = other_treebank_teacher(options, record) if objective == "cross_treebank" else (
+        options.teacher if objective == "kl" else None)
+    if objective == "kl" and options.teacher_labeled is not None:
+        extra = options.teacher_labeled
     else:
-        extra = teacher_labeled(str(teacher), args.root) if teacher else 0
+        extra = teacher_labeled(str(teacher), options.root) if teacher else 0
     partial_train, arcs = None, {}
-    if getattr(args, "partial_arcs", None) is not None:
-        partial_train = run_folder(Path(args.output) / args.treebank, stage_name(objective, size, args), seed) / "train.partial.conllu"
-        source = treebank_file(args.treebank, "train", args.root)
-        arcs = {"partial_arcs": args.partial_arcs,
-                "extra_arcs": write_partial_train(source, size, args.partial_arcs, seed, partial_train)}
-    stage = cell_stage(objective, size, [seed], args, teacher_checkpoint=teacher, partial_train=partial_train)
-    return train_cells([(stage, objective, None)], size, args, record, extra, arcs)[0]
+    if options.partial_arcs is not None:
+        partial_train = run_folder(options.output / options.treebank, stage_name(objective, size, options),
+                                   seed) / "train.partial.conllu"
+        source = treebank_file(options.treebank, "train", options.root)
+        arcs = {"partial_arcs": options.partial_arcs,
+                "extra_arcs": write_partial_train(source, size, options.partial_arcs, seed, partial_train)}
+    stage = cell_stage(objective, size, (seed,), options, teacher_checkpoint=teacher, partial_train=partial_train)
+    return train_cells([(stage, objective, None)], size, options, record, extra, arcs)[0]
 
 
-def test_scores(run: Run, args: argparse.Namespace) -> dict[str, float]:
+def test_scores(run: Run, options: Options) -> dict[str, float]:
     """Parse ``--treebank``'s test file with the run's best checkpoint (beside it, in its
     folder) and score it: UAS, LAS, CLAS, and UPOS when the run trained a tagger."""
-    test = treebank_file(args.treebank, "test", args.root)
+    test = treebank_file(options.treebank, "test", options.root)
     scores = score_checkpoint(run.best, test, run.directory.parents[1] / "test.pred.conllu",
                               overwrite_upos=trains_tagger(run.config()["model"]))  # a tagger's UPOS is scored too
     return {k: round(v, 2) for k, v in scores.items()}
 
 
-def teacher_labeled(teacher: str, data_root: Path) -> int:
+def teacher_labeled(teacher: str, data_root: Path | None) -> int:
     """Labeled sentences the teacher trained on, from its checkpoint's data settings: the
     sentences of its training files, at most its ``labeled_size``; 0 when that is unknown."""
     try:
@@ -214,34 +244,33 @@ def teacher_labeled(teacher: str, data_root: Path) -> int:
     return min(sentences, limit) if limit else sentences
 
 
-def other_treebank_teacher(args: argparse.Namespace, record: Callable[[dict], None]) -> Path:
+def other_treebank_teacher(options: Options, record: Callable[[dict], None]) -> Path:
     """The cross_treebank teacher: ``--teacher-config`` (``configs/likelihood.yaml``) with
     ``--teacher-args`` on all of ``--teacher-treebank`` (seed 1; several treebanks: their
     files one after the other, dev included), a pipeline of one stage trained once per output
     folder, config and overrides; its test score on ``--treebank`` (no target data at all) is
     recorded as a row of its own."""
-    treebanks = [args.teacher_treebank] if isinstance(args.teacher_treebank, str) else args.teacher_treebank
-    config = getattr(args, "teacher_config", TEACHER_CONFIG)
-    teacher_args = getattr(args, "teacher_args", [])
-    stage = Stage(f"teacher-{folder_name([teacher_name(args), str(config), *teacher_args])}", str(config), (1,),
-                  ("--data.treebank", treebanks[0] if len(treebanks) == 1 else json.dumps(treebanks), *teacher_args),
-                  data="own")
-    output = Path(args.output)
-    trained = finished(run_folder(output, stage.name, 1)) is None
+    treebanks = options.teacher_treebanks
+    stage = Stage(f"teacher-{folder_name([teacher_name(options), options.teacher_config, *options.teacher_args])}",
+                  options.teacher_config, (1,),
+                  ("--data.treebank", treebanks[0] if len(treebanks) == 1 else json.dumps(list(treebanks)),
+                   *options.teacher_args), data="own")
+    trained = finished(run_folder(options.output, stage.name, 1)) is None
     pipeline = Pipeline([stage], stage.name)
-    run_pipeline(pipeline, args.treebank, output, str(args.root), say=lambda line: print(line, flush=True))
+    run_pipeline(pipeline, options.treebank, options.output, options.root and str(options.root),
+                 say=lambda line: print(line, flush=True))
     run = pipeline.results[stage.name][0]
-    key = {"objective": "cross_treebank", "variant": f"teacher alone ({teacher_name(args)})", "labeled": 0, "seed": 1}
-    if trained or recorded_row(Path(args.results), {**key, "treebank": args.treebank}) is None:
+    key = {"objective": "cross_treebank", "variant": f"teacher alone ({teacher_name(options)})", "labeled": 0, "seed": 1}
+    if trained or recorded_row(options.results, {**key, "treebank": options.treebank}) is None:
         record({**key, "train_seconds": round(run.usage().get("seconds", 0)), "max_steps": None,
-                **test_scores(run, args), "treebank": args.treebank,
-                "extra_labeled": teacher_labeled(str(run.best), args.root), **run.provenance()})
+                **test_scores(run, options), "treebank": options.treebank,
+                "extra_labeled": teacher_labeled(str(run.best), options.root), **run.provenance()})
     return run.best
 
 
-def teacher_name(args: argparse.Namespace) -> str:
+def teacher_name(options: Options) -> str:
     """The cross_treebank teacher's treebanks as rows and folders name them: ``A`` or ``A+B+C``."""
-    return args.teacher_treebank if isinstance(args.teacher_treebank, str) else "+".join(args.teacher_treebank)
+    return "+".join(options.teacher_treebanks)
 
 
 def recorded_row(results: Path, key: dict) -> dict | None:
@@ -451,7 +480,8 @@ def main(argv: list[str] | None = None) -> None:
                      "'--model.encoder multilingual-e5-small'")
     cli.add_argument("--teacher-treebank", nargs="+", default=["UD_English-LinES"],
                      help="the treebank a cross_treebank teacher trains on (all of its train file)")
-    cli.add_argument("--rounds", type=int, default=2, help="self_distill rounds (each student teaches the next)")
+    cli.add_argument("--rounds", type=int, default=2, help="self_distill rounds (each student teaches the next; at most "
+                     "the rounds of configs/pipelines/self_training.yaml)")
     cli.add_argument("--ensemble-seeds", nargs="+", type=int, help="self-training's first teacher: the ensemble "
                      "(mean scores) of the supervised cells of these seeds, not the cell of the student's own seed")
     cli.add_argument("--committee", action="store_true", help="with --ensemble-seeds: every round's teacher is the "
@@ -469,15 +499,12 @@ def main(argv: list[str] | None = None) -> None:
     cli.add_argument("--partial-arcs", type=float, metavar="SHARE",
                      help="supervised only: train on the K sentences whole plus the rest of the training file "
                           "with this random share of its arcs kept (partial annotation, --data.partial)")
-    cli.add_argument("--output", default="runs/low_resource")
-    cli.add_argument("--results", default="runs/low_resource/results.jsonl")
+    cli.add_argument("--output", type=Path, default=Options.output)
+    cli.add_argument("--results", type=Path, default=Options.results)
     cli.add_argument("--figure", help="where --report draws the results (.png, .svg or .html; default: "
                      "--results with .png)")
     cli.add_argument("--report", action="store_true", help="only print the table of --results and draw --figure")
     args = cli.parse_args(argv)
-    if args.tagger:
-        args.train_args = [*TAGGER, *args.train_args]
-    results = Path(args.results)
     if not args.report:
         if "kl" in args.objectives and not args.teacher:
             cli.error("--teacher is required for the kl objective")
@@ -488,21 +515,30 @@ def main(argv: list[str] | None = None) -> None:
             cli.error("--committee needs --ensemble-seeds: the seeds of the committee")
         if set(SELF_TRAINING) & set(args.objectives) and "supervised" not in args.objectives:
             cli.error(f"{', '.join(SELF_TRAINING)} start from the supervised cell: list supervised among --objectives")
+        rounds = len(read_pipeline(CHAINS[args.committee]).stages) - 1  # the chain's stages after the supervised one
+        if set(SELF_TRAINING) & set(args.objectives) and not 1 <= args.rounds <= rounds:
+            cli.error(f"--rounds takes 1 to {rounds}, the rounds of configs/pipelines/{CHAINS[args.committee]}.yaml")
+        options = Options(
+            treebank=args.treebank, root=args.root, output=args.output, results=args.results,
+            train_args=(*(TAGGER if args.tagger else []), *args.train_args), student_args=tuple(args.student_args),
+            teacher=args.teacher, teacher_labeled=args.teacher_labeled, teacher_config=args.teacher_config,
+            teacher_args=tuple(args.teacher_args), teacher_treebanks=tuple(args.teacher_treebank),
+            ensemble_seeds=tuple(args.ensemble_seeds or ()), committee=args.committee, partial_arcs=args.partial_arcs)
 
         def record(row: dict) -> None:
-            append_row(results, row)
+            append_row(options.results, row)
             print(json.dumps(row), flush=True)
 
         for size in args.sizes:
             for seed in args.seeds:
                 for objective in args.objectives:
                     if objective not in SELF_TRAINING:
-                        train_cell(objective, size, seed, args, record)
+                        train_cell(objective, size, seed, options, record)
                         continue
                     for round_ in range(1, args.rounds + 1):  # the earlier stages of each are reused
-                        train_cells(self_training(objective, size, seed, round_, args), size, args, record)
-    print(report(results))
-    print(f"figure: {figure(results, Path(args.figure) if args.figure else results.with_suffix('.png'))}")
+                        train_cells(self_training(objective, size, seed, round_, options), size, options, record)
+    print(report(args.results))
+    print(f"figure: {figure(args.results, Path(args.figure) if args.figure else args.results.with_suffix('.png'))}")
 
 
 if __name__ == "__main__":

@@ -518,11 +518,30 @@ SYSTEMS = {system.name: system for system in (TreeExp(), TreeExp("treeexp-bf16",
                                                SuPar(), HopsParser(), Stanza(), UDPipe1(), SpaCy())}
 
 
-def chosen_systems(args: argparse.Namespace) -> dict:
-    """``args.systems`` by name, this project's with ``--treeexp-config`` and ``--treeexp-args``."""
-    extra = tuple(shlex.split(args.treeexp_args))
-    return {name: replace(SYSTEMS[name], config=args.treeexp_config, extra=extra) if isinstance(SYSTEMS[name], TreeExp)
-            else SYSTEMS[name] for name in args.systems}
+@dataclass(frozen=True)
+class Options:
+    """What a run compares and how (the command line's, read once by :func:`main`; None sentences: all)."""
+
+    systems: tuple[str, ...] = tuple(SYSTEMS)
+    treebank: str = TREEBANK
+    sentences: int | None = 2000
+    dev_sentences: int | None = 100
+    test_sentences: int | None = None
+    epochs: int = 1
+    batch_tokens: int = 250
+    repeats: int = 1
+    seeds: tuple[int, ...] = (1,)
+    treeexp_config: str = TreeExp.config
+    treeexp_args: tuple[str, ...] = ()  # train.py overrides, split
+    parse: str | None = None  # a parser of this project trained elsewhere: parse only
+    results: Path = RESULTS
+    argv: tuple[str, ...] = ()  # the command line, as the rows record it
+
+
+def chosen_systems(options: Options) -> dict:
+    """The systems of ``options`` by name, this project's with ``--treeexp-config`` and ``--treeexp-args``."""
+    return {name: replace(SYSTEMS[name], config=options.treeexp_config, extra=options.treeexp_args)
+            if isinstance(SYSTEMS[name], TreeExp) else SYSTEMS[name] for name in options.systems}
 
 
 # ---- measuring ---------------------------------------------------------------------------
@@ -562,48 +581,48 @@ def mib(n: float) -> float:
     return round(n / 2**20, 1)
 
 
-def run(args: argparse.Namespace) -> list[dict]:
-    """Train every system of ``args.systems`` in turn, parse the test file with it, score
-    it; each system's row goes to ``args.results`` as soon as it is done (a run stopped
-    midway keeps the systems it finished). Returns the rows."""
+def run(options: Options) -> list[dict]:
+    """Train every system of ``options`` in turn, parse the test file with it, score it; each
+    system's row goes to ``options.results`` as soon as it is done (a run stopped midway keeps
+    the systems it finished). Returns the rows."""
     from parser.data.datamodule import treebank_file
 
-    treebank = args.treebank
+    treebank = options.treebank
     data = RUNS / "data" / treebank
-    train = data / f"train-{size_name(args.sentences)}.conllu"
-    dev = data / f"dev-{size_name(args.dev_sentences)}.conllu"
-    sentences = write_first(treebank_file(treebank, "train"), args.sentences, train)
-    write_first(treebank_file(treebank, "dev"), args.dev_sentences, dev)
+    train = data / f"train-{size_name(options.sentences)}.conllu"
+    dev = data / f"dev-{size_name(options.dev_sentences)}.conllu"
+    sentences = write_first(treebank_file(treebank, "train"), options.sentences, train)
+    write_first(treebank_file(treebank, "dev"), options.dev_sentences, dev)
     test = treebank_file(treebank, "test")
-    if args.test_sentences is not None:  # a quick check of the pipeline, not a result to report
-        test = data / f"test-{args.test_sentences}.conllu"
-        write_first(treebank_file(treebank, "test"), args.test_sentences, test)
+    if options.test_sentences is not None:  # a quick check of the pipeline, not a result to report
+        test = data / f"test-{options.test_sentences}.conllu"
+        write_first(treebank_file(treebank, "test"), options.test_sentences, test)
     run_id = new_run_folder(RUNS / "out")
-    shared = {"run": run_id, "treebank": treebank, "training": size_name(args.sentences), "sentences": len(sentences),
-              "words": word_count(sentences), "dev_sentences": size_name(args.dev_sentences), "epochs": args.epochs,
-              "batch_tokens": args.batch_tokens, "threads": 1, "machine": machine(),
-              **provenance(["-m", "benchmarks.peers", *args.argv])}
-    if args.parse:  # a parser of this project trained elsewhere: parsing only
-        system = chosen_systems(args)["treeexp"]
-        row = {"system": PARSE_ONLY, "version": f"treeexp {args.parse}",
-               **parse_and_score(system, Path(args.parse), test, RUNS / "out" / run_id / PARSE_ONLY, args.repeats),
+    shared = {"run": run_id, "treebank": treebank, "training": size_name(options.sentences), "sentences": len(sentences),
+              "words": word_count(sentences), "dev_sentences": size_name(options.dev_sentences), "epochs": options.epochs,
+              "batch_tokens": options.batch_tokens, "threads": 1, "machine": machine(),
+              **provenance(["-m", "benchmarks.peers", *options.argv])}
+    if options.parse:  # a parser of this project trained elsewhere: parsing only
+        system = chosen_systems(options)["treeexp"]
+        row = {"system": PARSE_ONLY, "version": f"treeexp {options.parse}",
+               **parse_and_score(system, Path(options.parse), test, RUNS / "out" / run_id / PARSE_ONLY, options.repeats),
                **shared}
-        record_row(row, Path(args.results))
+        record_row(row, options.results)
         return [row]
-    systems = chosen_systems(args)
+    systems = chosen_systems(options)
     versions = {name: system.version() for name, system in systems.items()}  # as the run starts, as its commit
     rows = []
-    for seed in args.seed:
-        setting = Setting(train, dev, len(sentences), word_count(sentences), args.epochs, args.batch_tokens, seed,
+    for seed in options.seeds:
+        setting = Setting(train, dev, len(sentences), word_count(sentences), options.epochs, options.batch_tokens, seed,
                           treebank_file(treebank, "train"))
         for name, system in systems.items():
-            if seed != args.seed[0] and not system.seeded:
+            if seed != options.seeds[0] and not system.seeded:
                 continue  # a system without a seed runs once
-            out = RUNS / "out" / run_id / (name if len(args.seed) == 1 else f"{name}-s{seed}")
+            out = RUNS / "out" / run_id / (name if len(options.seeds) == 1 else f"{name}-s{seed}")
             seeded = {"seed": seed} if system.seeded else {}
             row = {"system": name, "version": versions[name], **seeded,
-                   **measure(system, setting, test, out, args.repeats), **shared}
-            record_row(row, Path(args.results))
+                   **measure(system, setting, test, out, options.repeats), **shared}
+            record_row(row, options.results)
             rows.append(row)
     return rows
 
@@ -950,11 +969,16 @@ def main(argv: list[str] | None = None) -> None:
     cli.add_argument("--runs", default=str(RUNS), help="the peers' environments, data and run folders")
     cli.add_argument("--debug", action="store_true", help="show the full traceback of an error")
     args = cli.parse_args(argv)
-    args.argv = [arg for arg in argv if arg != "--debug"]
-    run_reporting_errors(lambda: benchmark(args))
+    options = Options(
+        systems=tuple(args.systems), treebank=args.treebank, sentences=args.sentences, dev_sentences=args.dev_sentences,
+        test_sentences=args.test_sentences, epochs=args.epochs, batch_tokens=args.batch_tokens, repeats=args.repeats,
+        seeds=tuple(args.seed), treeexp_config=args.treeexp_config, treeexp_args=tuple(shlex.split(args.treeexp_args)),
+        parse=args.parse, results=Path(args.results), argv=tuple(arg for arg in argv if arg != "--debug"))
+    run_reporting_errors(lambda: benchmark(args, options))
 
 
-def benchmark(args: argparse.Namespace) -> None:
+def benchmark(args: argparse.Namespace, options: Options) -> None:
+    """What the command line asks: a report, the environments, a parse only, or a run."""
     global RUNS
     RUNS = Path(args.runs)
     if args.report and args.cells:
@@ -973,13 +997,13 @@ def benchmark(args: argparse.Namespace) -> None:
         setup([name for name in args.systems if name in PEERS])
         return
     if args.parse:
-        (row,) = run(args)
+        (row,) = run(options)
         print(f"{args.parse} on {args.treebank} test: " + (row["error"] if "error" in row else
               f"LAS {row['las']}, {row['parse_sentences_per_cpu_s']} sentences per CPU second, "
               f"peak RSS {row['parse_peak_rss_mib']} MiB"))
         return
     setup([name for name in args.systems if name in PEERS])
-    rows = run(args)
+    rows = run(options)
     print(report(rows))
 
 

@@ -1,6 +1,6 @@
 """Raw text to trees, scored by the official CoNLL 2018 scorer: a saved parser with its learned
 tokenizer beside UDPipe 1's tagger and parser trained on the same trees, on the same tokens of
-each target's test text (:func:`benchmarks.tokenizer.raw_text`).
+each target's test text (:func:`benchmarks.common.raw_text`).
 
     python -m benchmarks.raw_text run --treebank UD_X --parser runs/full/UD_X/parser [--sentences 100]
     python -m benchmarks.raw_text report
@@ -33,8 +33,9 @@ import shlex
 import sys
 from pathlib import Path
 
-from benchmarks.common import append_row, add_root_option, markdown_table, portable, provenance, read_rows
-from benchmarks.tokenizer import official, product, raw_text
+from benchmarks.common import (add_root_option, append_row, markdown_table, official, portable, product, provenance,
+                               raw_text, read_rows)
+from parser.data.datamodule import treebank_file
 from parser.data.sentences import read_conllu
 from parser.data.tokenizer import TOKENIZER_FILE
 from parser.pipeline import first_trees
@@ -48,9 +49,7 @@ UDPIPE2_RAW_LAS = {"UD_Wolof-WTB": 78.02, "UD_Vietnamese-VTB": 49.57, "UD_Uyghur
 def inputs(root: Path, treebank: str, sentences: int, folder: Path) -> tuple[Path, Path, Path, Path]:
     """(train, dev, gold test, raw test text) of ``treebank``; train and dev cut to their first
     ``sentences`` trees (0: whole) in ``folder``, as a user with that many trees has them."""
-    train, = (root / treebank).glob("*-ud-train.conllu")
-    dev, = (root / treebank).glob("*-ud-dev.conllu")
-    gold, = (root / treebank).glob("*-ud-test.conllu")
+    train, dev, gold = (treebank_file(treebank, split, root) for split in ("train", "dev", "test"))
     folder.mkdir(parents=True, exist_ok=True)
     if sentences:
         train = first_trees(train, sentences, folder / f"train{sentences}.conllu")
@@ -171,7 +170,7 @@ def main(argv: list[str] | None = None) -> None:
     if not args.treebank or not args.parser:
         cli.error("run needs --treebank and --parser")
     origin = provenance(["-m", "benchmarks.raw_text", *argv])
-    trees = args.sentences or len(read_conllu(next((args.root / args.treebank).glob("*-ud-train.conllu")), trees=False))
+    trees = args.sentences or len(read_conllu(treebank_file(args.treebank, "train", args.root), trees=False))
     for row in run(args.root, args.treebank, args.sentences, args.parser, args.output):
         row = portable({"treebank": args.treebank, "train_sentences": trees, **row, **origin})
         print(json.dumps(row, ensure_ascii=False), flush=True)

@@ -49,12 +49,23 @@ ABLATIONS = {
 DECODERS = ("mst", "eisner", "margin")
 
 
-def train(args: argparse.Namespace, overrides: list[str]) -> dict:
+@dataclasses.dataclass(frozen=True)
+class Setting:
+    """What every run of a grid shares: the treebank (in the folder of treebanks ``root``), the
+    recipe and the folder its runs train in (``output``/TREEBANK/VARIANT)."""
+
+    treebank: str
+    root: Path
+    config: str
+    output: Path
+
+
+def train(setting: Setting, overrides: list[str]) -> dict:
     """Train one run of the recipe with ``overrides`` (or reuse the one that finished in its
     folder); its checkpoint, config and costs, and what trained it."""
-    out = Path(args.output) / args.treebank / (folder_name(overrides) or "recipe")  # never another treebank's run
-    run = fit(config_path(args.config), ["--data.treebank", args.treebank, "--data.root", str(args.root), *overrides],
-              out)
+    out = setting.output / setting.treebank / (folder_name(overrides) or "recipe")  # never another treebank's run
+    run = fit(config_path(setting.config),
+              ["--data.treebank", setting.treebank, "--data.root", str(setting.root), *overrides], out)
     usage = run.usage()
     return {"best": run.best, "config": run.config(), "steps": run.steps(),
             "cpu_minutes": round(usage["cpu_seconds"] / 60, 1), "wall_minutes": round(usage["seconds"] / 60, 1),
@@ -67,16 +78,16 @@ def decoder_options(decoder: str, margin: float) -> tuple[dict, str]:
             "margin": ({"crossing_margin": margin}, f"--crossing-margin {margin:.4f}")}[decoder]
 
 
-def score_run(args: argparse.Namespace, ablation: str, variant: str, trained: dict) -> list[dict]:
+def score_run(setting: Setting, ablation: str, variant: str, trained: dict) -> list[dict]:
     """The run's rows, one per decoder: dev and test scores and crossing diagnostics."""
     best_ckpt = trained["best"]
-    gold = {split: treebank_file(args.treebank, split, args.root) for split in ("dev", "test")}
+    gold = {split: treebank_file(setting.treebank, split, setting.root) for split in ("dev", "test")}
     margin = best(sweep(Parser.load(best_ckpt), read_conllu(gold["dev"]))).margin
     tagged = trains_tagger(trained["config"]["model"])
     rows = []
     for decoder in DECODERS:
         options, flags = decoder_options(decoder, margin)
-        row = {"treebank": args.treebank, "recipe": args.config, "ablation": ablation, "variant": variant,
+        row = {"treebank": setting.treebank, "recipe": setting.config, "ablation": ablation, "variant": variant,
                "encoder": trained["config"]["model"]["encoder"], "steps": trained["steps"],
                "cpu_minutes": trained["cpu_minutes"], "wall_minutes": trained["wall_minutes"],
                "peak_rss_mib": trained["peak_rss_mib"], "date": trained["date"],
@@ -182,13 +193,14 @@ def main(argv: list[str] | None = None) -> None:
                   f"{', '.join(shlex.join(ABLATIONS[name]) for name in absent)})")
     runs = ([] if args.no_recipe else [("", [])]) + [(name, ABLATIONS[name]) for name in args.ablate]
     done = recorded_variants(results, args.treebank, args.config)
+    setting = Setting(args.treebank, args.root, args.config, Path(args.output))
     for ablation, override in runs:
         overrides = [*override, *args.train_args]
         variant = shlex.join(overrides)
         if portable(variant) in done:
             print(f"skipping {variant or 'the recipe'}: already in {results}", flush=True)
             continue
-        for row in score_run(args, ablation, variant, train(args, overrides)):
+        for row in score_run(setting, ablation, variant, train(setting, overrides)):
             row = portable(row)  # the repository's and $UD_DIR's paths by name
             append_row(results, row)
             print(json.dumps(row), flush=True)

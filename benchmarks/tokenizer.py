@@ -16,28 +16,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
-import time
-from collections.abc import Sequence
 from pathlib import Path
 
-from benchmarks.common import append_row, TARGETS, add_root_option, markdown_table, portable, provenance, read_rows
+from benchmarks.common import (TARGETS, add_root_option, append_row, markdown_table, official, portable, product, provenance,
+                               raw_text, read_rows)
+from parser.data.datamodule import treebank_file
 from parser.data.sentences import read_conllu, write_conllu
 from parser.data.tokenizer import EPOCHS
 
 RESULTS = Path("docs/results/tokenizer.jsonl")
-
-
-def raw_text(gold: Path) -> str:
-    """``gold``'s raw text: its ``# text`` lines, a paragraph's joined by a space, paragraphs by a blank line."""
-    paragraphs: list[list[str]] = []
-    for sentence in read_conllu(gold, trees=False):
-        if "newpar" in sentence.tokenlist.metadata or not paragraphs:
-            paragraphs.append([])
-        paragraphs[-1].append(sentence.tokenlist.metadata["text"])
-    return "\n\n".join(" ".join(paragraph) for paragraph in paragraphs) + "\n"
 
 
 def official_f1(gold: Path, system: Path) -> dict[str, float]:
@@ -49,29 +37,9 @@ def official_f1(gold: Path, system: Path) -> dict[str, float]:
     return {f"{name}_f1": value for name, value in official(gold, system, ("Tokens", "Sentences", "Words")).items()}
 
 
-def official(gold: Path, system: Path, names: Sequence[str]) -> dict[str, float]:
-    """The CoNLL 2018 scorer's F1 (percent) of ``names`` ("Tokens", "LAS", ...), lower-cased
-    (stanza 1.4.0's copy of conll18_ud_eval.py)."""
-    from stanza.utils import conll18_ud_eval as scorer
-
-    scores = scorer.evaluate(scorer.load_conllu_file(str(gold)), scorer.load_conllu_file(str(system)))
-    return {name.lower(): round(100 * scores[name].f1, 2) for name in names}
-
-
-def product(*arguments: str, log: Path, module: str = "parser.main") -> float:
-    """Run ``python -m MODULE ARGUMENTS`` (the product's commands; ``benchmarks.peer_drivers`` for
-    UDPipe 1, whose ``ufal.udpipe`` this environment has) on one thread, its output in ``log``; its seconds."""
-    start = time.perf_counter()
-    with open(log, "w", encoding="utf-8") as output:
-        subprocess.run([sys.executable, "-m", module, *arguments], stdout=output, stderr=subprocess.STDOUT,
-                       check=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
-    return time.perf_counter() - start
-
-
 def run(ud: Path, treebank: str, sentences: int, epochs: int, output: Path) -> dict:
     """Train on ``treebank``'s first ``sentences`` trees (0: all), tokenise its test text, score."""
-    train, = (ud / treebank).glob("*-ud-train.conllu")
-    gold, = (ud / treebank).glob("*-ud-test.conllu")
+    train, gold = treebank_file(treebank, "train", ud), treebank_file(treebank, "test", ud)
     folder = output / treebank
     folder.mkdir(parents=True, exist_ok=True)
     raw = folder / "test.txt"

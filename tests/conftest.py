@@ -57,3 +57,28 @@ DEVICES = ["cpu", *(["cuda"] if torch.cuda.is_available() else [])]
 def device(request) -> torch.device:
     """Each available device: CPU always, CUDA too where there is one."""
     return torch.device(request.param)
+
+
+@pytest.fixture
+def fake_training(monkeypatch) -> list[list[str]]:
+    """Every train.py command parser.runs launches (the returned list), a finished run folder
+    written in its place (best and last checkpoints, 7 steps, dev LAS 40 at step 6, 61 s)."""
+    import yaml
+
+    from parser import runs
+
+    launched = []
+
+    def launch(command, log, environment, cwd=None):
+        launched.append(command)
+        folder = Path(command[command.index("--trainer.default_root_dir") + 1])
+        run = folder / Path(command[command.index("--config") + 1]).stem / "version_0"
+        (run / "checkpoints").mkdir(parents=True)
+        for name in ("best.ckpt", "last.ckpt"):
+            (run / "checkpoints" / name).touch()
+        (run / "config.yaml").write_text(yaml.safe_dump({"model": {"terms": []}, "trainer": {"max_steps": 7}}))
+        (run / "metrics.csv").write_text("step,val/las\n6,40.0\n")
+        return 0, {"seconds": 61.0, "cpu_seconds": 60.0, "peak_rss_bytes": 1}
+
+    monkeypatch.setattr(runs, "launch", launch)
+    return launched

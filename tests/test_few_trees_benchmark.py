@@ -1,7 +1,8 @@
 """benchmarks.few_trees: the recipes' overrides and the table of recorded rows."""
 
 import json
-from types import SimpleNamespace
+import shutil
+import zipfile
 
 import pytest
 
@@ -38,39 +39,43 @@ def test_a_recipe_for_another_number_of_trees_is_refused(recipe, trees, tmp_path
     (20, "ge_counts", ["Likelihood", "TagLikelihood", "Distillation", "GeneralizedExpectation"]),
 ])
 def test_each_recipe_trains_its_config_with_its_terms_and_trees(trees, recipe, terms, tiny_bert_dir, ud_dir,
-                                                                tmp_path, monkeypatch):
-    """The command each recipe gives train.py builds the parser it names: its terms, K labeled
-    trees and K dev trees (none without trees), GE's statistics counted on the first K trees;
-    with K trees every recipe but ``finetuned`` starts from the fine-tuned parser."""
+                                                                tmp_path, monkeypatch, fake_training):
+    """Each recipe is a stage of the shipped pipeline of its trees, in the recipe's folder; the
+    command it gives train.py builds the parser it names: its terms, K labeled trees and K dev
+    trees (none without trees), GE's statistics counted on the first K trees; with K trees every
+    recipe but ``finetuned`` starts from the fine-tuned parser where that parses the K dev trees
+    better, which then trains once for every recipe."""
     import train
 
-    given = {}
-
-    def fit(config, arguments, folder):
-        given.update(config=config, arguments=arguments)
-        return SimpleNamespace(best=folder / "best.ckpt")
+    launched = fake_training
 
     def parsed_las(candidates, dev, scratch):  # the choice of the pipeline: each parses the first K dev trees
         assert dev.read_text(encoding="utf-8").count("\n\n") == trees and set(candidates) == {"base", "finetuned"}
         return {"base": 40.0, "finetuned": better}
 
-    monkeypatch.setattr(few_trees, "fit", fit)
     monkeypatch.setattr(few_trees.pipeline, "parsed_las", parsed_las)
+    output, base = tmp_path / "runs" / "UD_Wolof-WTB" / str(trees), tmp_path / "base.ckpt"
+    zipfile.ZipFile(base, "w").close()  # a checkpoint's form, never loaded here
     for better in (50.0, 30.0):  # the fine-tuned parser starts where it parses the K dev trees better, else the base
-        few_trees.train("UD_Wolof-WTB", trees, recipe, 1, tmp_path / "base.ckpt", str(ud_dir),
-                        tmp_path / "runs" / recipe / "seed1")
-        arguments = list(given["arguments"])
-        start = arguments[arguments.index("--model.init") + 1]
-        tuned = trees and recipe != "finetuned" and better > 40
-        assert start == str(tmp_path / ("runs/finetuned/seed1/best.ckpt" if tuned else "base.ckpt"))
-    for option in ("--model.init", "--model.teacher"):  # the base checkpoint (not built here)
+        run = few_trees.train("UD_Wolof-WTB", trees, recipe, 1, base, str(ud_dir), output)
+        assert run.directory.parents[1] == output / recipe / "seed1"
+        arguments = launched[-1][launched[-1].index("fit") + 1:]
+        if recipe != "finetuned":
+            start = arguments[arguments.index("--model.init") + 1]
+            tuned = trees and better > 40
+            assert start == str(output / "finetuned" / "seed1" / "transfer" / "version_0" / "checkpoints" / "best.ckpt"
+                                 if tuned else base)
+            shutil.rmtree(output / recipe)  # the recipe trains again, the fine-tuned parser is reused
+    assert sum("--model.init" in command and str(base) == command[command.index("--model.init") + 1]
+               and "configs/transfer.yaml" in " ".join(command) for command in launched) == (1 if trees else 0)
+    for option in ("--model.init", "--model.teacher", "--trainer.default_root_dir"):  # the base checkpoint (not built here)
         while option in arguments:
             del arguments[arguments.index(option):arguments.index(option) + 2]
-    cli = train.main(["--config", str(given["config"]), *arguments, "--model.encoder", str(tiny_bert_dir)], run=False)
+    cli = train.main([*arguments, "--model.encoder", str(tiny_bert_dir)], run=False)
     assert [type(t.objective).__name__ for t in cli.model.terms.terms] == terms
     assert (cli.datamodule.labeled_size, cli.datamodule.dev_size) == ((trees, trees) if trees else (0, None))
     if recipe == "ge_counts":
         ge = cli.model.terms.terms[-1].objective
         assert ge.reduction == "mean" and ge.penalty == "l1" and len(ge.constraints) > 50
-        counted = (tmp_path / "runs" / recipe / "statistics.yaml").read_text()
+        counted = (output / "statistics.yaml").read_text()
         assert "--trees 20" in counted and ge.constraints[0].target is not None  # the first K trees' counts

@@ -3,7 +3,6 @@ pipeline, every run through parser.runs.fit (training faked here but for the rec
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 
@@ -16,10 +15,8 @@ from parser import pipeline, runs
 from parser.pipeline import TeacherRuns
 
 
-def _args(**settings) -> argparse.Namespace:
-    defaults = {"train_args": [], "student_args": [], "treebank": "UD_X", "partial_arcs": None, "ensemble_seeds": None,
-                "committee": False}
-    return argparse.Namespace(**{**defaults, **settings})
+def _args(**settings) -> low_resource.Options:
+    return low_resource.Options(treebank="UD_X", **settings)
 
 
 def test_a_cell_adds_only_its_size_and_teacher_to_the_recipe(tiny_bert_dir):
@@ -39,7 +36,7 @@ def test_a_cell_adds_only_its_size_and_teacher_to_the_recipe(tiny_bert_dir):
     assert partial.args == ("--data.labeled_size", "null", "--data.train", "p.conllu", "--data.partial", "true")
     assert partial.name == "supervised-k100-partial0.3"
 
-    stage = low_resource.cell_stage("ge", 100, [2], _args(train_args=["--model.encoder_lr", "1e-4"]))
+    stage = low_resource.cell_stage("ge", 100, [2], _args(train_args=("--model.encoder_lr", "1e-4")))
     overrides = pipeline.stage_overrides(stage, 2, "UD_English-EWT", "/data/ud", lambda name, seed: [])
     assert overrides == ["--data.treebank", "UD_English-EWT", "--data.root", "/data/ud", "--seed_everything", "2",
                          "--data.seed", "2", *stage.args] and stage.args[-2:] == ("--model.encoder_lr", "1e-4")
@@ -49,12 +46,12 @@ def test_a_cell_adds_only_its_size_and_teacher_to_the_recipe(tiny_bert_dir):
 
 
 @pytest.mark.parametrize("options, expected", [
-    ({}, [("supervised-k100", (3,), None), ("self_distill1-k100", (3,), TeacherRuns("supervised-k100")),
+    ({}, [("supervised-k100", (3,), None), ("self_distill1-k100", (3,), TeacherRuns("supervised-k100", "all")),
           ("self_distill2-k100", (3,), TeacherRuns("self_distill1-k100"))]),
-    ({"ensemble_seeds": [1, 2]},
+    ({"ensemble_seeds": (1, 2)},
      [("supervised-k100", (1, 2), None), ("self_distill1e1_2-k100", (3,), TeacherRuns("supervised-k100", "all")),
       ("self_distill2e1_2-k100", (3,), TeacherRuns("self_distill1e1_2-k100"))]),
-    ({"ensemble_seeds": [1, 2], "committee": True},
+    ({"ensemble_seeds": (1, 2), "committee": True},
      [("supervised-k100", (1, 2), None), ("self_distill1e1_2-k100", (1, 2), TeacherRuns("supervised-k100", "all")),
       ("self_distill2c1_2-k100", (3,), TeacherRuns("self_distill1e1_2-k100", "all"))]),
 ], ids=["own-seed", "ensemble", "committee"])
@@ -68,39 +65,40 @@ def test_self_training_is_one_pipeline_of_its_rounds(options, expected):
                                                                        ("self_distill", 2)]
 
 
-def _fake_training(monkeypatch) -> list[list[str]]:
-    """Every train.py command parser.runs launches (the returned list), a run folder written
-    in its place; a run is scored LAS 40 without parsing anything."""
-    launched = []
+def test_the_rounds_are_the_shipped_chains(capsys):
+    """The chains are pipeline configs a user runs as they are (``treeexp pipeline self_training``):
+    a round 3 is the third round of the chain, and --rounds goes no further than its rounds."""
+    for name in low_resource.CHAINS.values():
+        assert [stage.name for stage in pipeline.read_pipeline(name).stages] == ["supervised", "round1", "round2", "round3"]
+    cells = low_resource.self_training("self_sample", 100, 2, 3, _args())
+    assert [(stage.name, stage.config.rsplit("/", 1)[-1], stage.teacher and stage.teacher.stage) for stage, _, _ in cells][1:] == [
+        ("self_sample1-k100", "sample_distill.yaml", "supervised-k100"),
+        ("self_sample2-k100", "sample_distill.yaml", "self_sample1-k100"),
+        ("self_sample3-k100", "sample_distill.yaml", "self_sample2-k100")]
+    with pytest.raises(SystemExit):
+        low_resource.main(["--objectives", "supervised", "self_distill", "--rounds", "4"])
+    assert "--rounds takes 1 to 3" in capsys.readouterr().err
 
-    def launch(command, log, environment):
-        launched.append(command)
-        folder = Path(command[command.index("--trainer.default_root_dir") + 1])
-        run = folder / Path(command[command.index("--config") + 1]).stem / "version_0"
-        (run / "checkpoints").mkdir(parents=True)
-        for name in ("best.ckpt", "last.ckpt"):
-            (run / "checkpoints" / name).touch()
-        (run / "config.yaml").write_text(yaml.safe_dump({"model": {"terms": []}, "trainer": {"max_steps": 7}}))
-        (run / "metrics.csv").write_text("step,val/las\n6,40.0\n")
-        return 0, {"seconds": 61.0, "cpu_seconds": 60.0, "peak_rss_bytes": 1}
 
-    monkeypatch.setattr(runs, "launch", launch)
-    monkeypatch.setattr(low_resource, "test_scores", lambda run, args: {"uas": 50.0, "las": 40.0, "clas": 30.0})
+@pytest.fixture
+def launched(fake_training, monkeypatch) -> list[list[str]]:
+    """Every train.py command launched (training faked, ``fake_training``); a run is scored LAS 40
+    without parsing anything."""
+    monkeypatch.setattr(low_resource, "test_scores", lambda run, options: {"uas": 50.0, "las": 40.0, "clas": 30.0})
     monkeypatch.setattr(low_resource, "report", lambda results: "")
     monkeypatch.setattr(low_resource, "figure", lambda results, path: path)
-    return launched
+    return fake_training
 
 
 def _option(command: list[str], name: str) -> str:
     return command[command.index(name) + 1]
 
 
-def test_a_committee_grid_trains_each_run_once_records_each_and_resumes(tmp_path, monkeypatch):
+def test_a_committee_grid_trains_each_run_once_records_each_and_resumes(tmp_path, monkeypatch, launched):
     """Two committee rounds of seed 3 with the seeds 1 and 2: the runs in the order the old
     chain trained them, each once; a row per run (student overrides on the students only, the
     data root everywhere, the exact command of each); a second call trains nothing and
     records nothing, and a run whose row is gone is scored again without training."""
-    launched = _fake_training(monkeypatch)
     results, output = tmp_path / "r.jsonl", tmp_path / "out"
     argv = ["--objectives", "supervised", "self_distill", "--rounds", "2", "--sizes", "100", "--seeds", "3",
             "--ensemble-seeds", "1", "2", "--committee", "--treebank", "UD_Wolof-WTB", "--data-root", str(tmp_path / "ud"),
@@ -138,9 +136,8 @@ def test_a_committee_grid_trains_each_run_once_records_each_and_resumes(tmp_path
     assert results.read_text().splitlines()[-1] == json.dumps(rows[-1])  # the same row, scored again
 
 
-def test_cells_of_two_treebanks_never_share_a_run(tmp_path, monkeypatch):
+def test_cells_of_two_treebanks_never_share_a_run(tmp_path, launched):
     """One --output for two treebanks: each treebank's cells train in a folder of their own."""
-    launched = _fake_training(monkeypatch)
     for treebank in ("UD_Wolof-WTB", "UD_Greek-GDT"):
         low_resource.main(["--objectives", "supervised", "--sizes", "100", "--seeds", "1", "--treebank", treebank,
                            "--output", str(tmp_path / "out"), "--results", str(tmp_path / "r.jsonl")])
@@ -148,11 +145,10 @@ def test_cells_of_two_treebanks_never_share_a_run(tmp_path, monkeypatch):
     assert folders == [tmp_path / "out" / treebank / "supervised-k100" / "seed1" for treebank in ("UD_Wolof-WTB", "UD_Greek-GDT")]
 
 
-def test_a_cross_treebank_teacher_is_trained_once_per_settings(tmp_path, monkeypatch):
+def test_a_cross_treebank_teacher_is_trained_once_per_settings(tmp_path, launched):
     """The other treebanks' teacher (their own data, the data root, --teacher-args) trains once
     per config and --teacher-args, beside the treebanks' folders, and records its row alone;
     the student learns from it."""
-    launched = _fake_training(monkeypatch)
     common = ["--objectives", "cross_treebank", "--sizes", "100", "--seeds", "1", "--treebank", "UD_Wolof-WTB",
               "--teacher-treebank", "UD_Greek-GDT", "UD_Uyghur-UDT", "--data-root", str(tmp_path / "ud"),
               "--output", str(tmp_path / "out"), "--results", str(tmp_path / "r.jsonl")]

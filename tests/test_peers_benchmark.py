@@ -120,9 +120,9 @@ def chosen(row: dict):
     def value(flag: str, default: str) -> str:
         return words[words.index(flag) + 1] if flag in words else default
 
-    args = peers.argparse.Namespace(systems=[row["system"]], treeexp_config=value("--treeexp-config", peers.TreeExp.config),
-                                    treeexp_args=value("--treeexp-args", ""))
-    return peers.chosen_systems(args)[row["system"]]
+    options = peers.Options(systems=(row["system"],), treeexp_config=value("--treeexp-config", peers.TreeExp.config),
+                            treeexp_args=tuple(shlex.split(value("--treeexp-args", ""))))
+    return peers.chosen_systems(options)[row["system"]]
 
 
 def options(command: list[str]) -> list[tuple[str, str]]:
@@ -198,9 +198,9 @@ def test_this_projects_parsers_steps_and_epochs_come_from_its_runs(tmp_path):
 
 
 def test_the_chosen_recipe_reaches_every_treeexp_system_and_no_peer():
-    args = peers.argparse.Namespace(systems=["treeexp", "treeexp-self", "supar"], treeexp_args="--model.lr 1e-3",
-                                    treeexp_config="configs/likelihood_low_resource.yaml")
-    systems = peers.chosen_systems(args)
+    systems = peers.chosen_systems(peers.Options(systems=("treeexp", "treeexp-self", "supar"),
+                                                 treeexp_args=("--model.lr", "1e-3"),
+                                                 treeexp_config="configs/likelihood_low_resource.yaml"))
     assert list(systems) == ["treeexp", "treeexp-self", "supar"] and systems["supar"] is peers.SYSTEMS["supar"]
     for name in ("treeexp", "treeexp-self"):
         assert systems[name].config == "configs/likelihood_low_resource.yaml" and systems[name].extra == ("--model.lr", "1e-3")

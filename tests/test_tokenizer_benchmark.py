@@ -1,11 +1,12 @@
-"""benchmarks.tokenizer: the test file's raw text, the official scorer's F1 and the report."""
+"""benchmarks.tokenizer and raw_text: the test file's raw text, the official scorer's F1 and the report."""
 
 import json
 import shutil
 from pathlib import Path
 
 from benchmarks import raw_text as raw_text_benchmark
-from benchmarks.tokenizer import official_f1, raw_text, report
+from benchmarks.common import official, raw_text
+from benchmarks.tokenizer import official_f1, report
 
 FIXTURE = Path(__file__).parent / "parser" / "fixtures" / "mwt_empty.conllu"
 
@@ -34,7 +35,7 @@ def test_the_same_tokens_score_100_and_the_report_shows_the_row(tmp_path):
 def test_raw_text_parses_score_by_the_official_scorer_and_the_report_keeps_each_systems_last_row(tmp_path):
     """benchmarks.raw_text: a parse with the gold words and trees scores 100 on every measure; a
     wrong head lowers UAS and LAS only; the report shows UDPipe 2's raw LAS for whole files."""
-    from benchmarks.raw_text import SCORES, official, report
+    from benchmarks.raw_text import SCORES, report
 
     system = tmp_path / "system.conllu"
     shutil.copy(FIXTURE, system)
