@@ -59,10 +59,17 @@ def device(request) -> torch.device:
     return torch.device(request.param)
 
 
-@pytest.fixture
-def fake_training(monkeypatch) -> list[list[str]]:
+def whole_checkpoint(path: Path) -> Path:
+    """A file as torch writes a checkpoint (a zip archive), holding nothing."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    torch.save({}, path)
+    return path
+
+
+def fake_runs(monkeypatch, las: float = 40.0) -> list[list[str]]:
     """Every train.py command parser.runs launches (the returned list), a finished run folder
-    written in its place (best and last checkpoints, 7 steps, dev LAS 40 at step 6, 61 s)."""
+    written in its place at once (best and last checkpoints, 7 steps, dev LAS ``las`` and UAS
+    ``las`` + 10 at step 6; 61 s, 60 CPU seconds, a peak RSS of 300 MiB)."""
     import yaml
 
     from parser import runs
@@ -73,12 +80,17 @@ def fake_training(monkeypatch) -> list[list[str]]:
         launched.append(command)
         folder = Path(command[command.index("--trainer.default_root_dir") + 1])
         run = folder / Path(command[command.index("--config") + 1]).stem / "version_0"
-        (run / "checkpoints").mkdir(parents=True)
         for name in ("best.ckpt", "last.ckpt"):
-            (run / "checkpoints" / name).touch()
+            whole_checkpoint(run / "checkpoints" / name)
         (run / "config.yaml").write_text(yaml.safe_dump({"model": {"terms": []}, "trainer": {"max_steps": 7}}))
-        (run / "metrics.csv").write_text("step,val/las\n6,40.0\n")
-        return 0, {"seconds": 61.0, "cpu_seconds": 60.0, "peak_rss_bytes": 1}
+        (run / "metrics.csv").write_text(f"step,val/las,val/uas\n6,{las},{las + 10}\n")
+        return 0, {"seconds": 61.0, "cpu_seconds": 60.0, "peak_rss_bytes": 300 * 2**20}
 
     monkeypatch.setattr(runs, "launch", launch)
     return launched
+
+
+@pytest.fixture
+def fake_training(monkeypatch) -> list[list[str]]:
+    """:func:`fake_runs` for a test."""
+    return fake_runs(monkeypatch)

@@ -341,7 +341,9 @@ def test_the_one_command_recipes_count_every_stage_a_seed_needs_and_only_complet
     assert peers.pipeline_entries(transfer, new_language[:2] + new_language[3:], parsed) == [entries[0], full]  # 2 teachers
 
 
-def test_parse_only_parses_the_test_file_with_the_given_parser_and_records_its_cell(tmp_path, monkeypatch, capsys):
+def test_parse_only_parses_the_test_file_with_the_given_parser_and_records_its_cell(tmp_path, monkeypatch, capsys,
+                                                                                    ud_dir):
+    monkeypatch.setenv("UD_DIR", str(ud_dir))
     calls = []
 
     def parse_and_score(system, model, test, out, repeats):

@@ -13,11 +13,11 @@ import time
 from pathlib import Path
 
 import pytest
-import torch
 
 from parser import pipeline, runs
 from parser.data import tokenizer
 from parser.data.sentences import read_conllu, write_conllu
+from tests.conftest import fake_runs, whole_checkpoint
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -339,40 +339,18 @@ def test_a_stopped_stage_resumes_from_its_last_checkpoint(tmp_path, monkeypatch)
     assert run.provenance()["commit"] and run.usage()["seconds"] == 1.0
 
 
-def whole_checkpoint(path: Path) -> Path:
-    """A file as torch writes a checkpoint (a zip archive), holding nothing."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    torch.save({}, path)
-    return path
-
-
-def fake_training(monkeypatch, las: float) -> None:
-    """train.py as a stand-in that leaves a run with dev LAS ``las`` in its folder, at once."""
-
-    def train(command, log, environment):
-        folder = Path(command[command.index("--trainer.default_root_dir") + 1])
-        run = folder / "likelihood" / "version_0"
-        (run / "checkpoints").mkdir(parents=True)
-        for name in ("last.ckpt", "best.ckpt"):  # it validated: a best checkpoint
-            whole_checkpoint(run / "checkpoints" / name)
-        (run / "metrics.csv").write_text(f"step,val/las,val/uas\n2,{las},{las + 10}\n")
-        return 0, {"seconds": 90.0, "cpu_seconds": 120.0, "peak_rss_bytes": 300 * 2**20}
-
-    monkeypatch.setattr(runs, "launch", train)
-
-
 def test_a_pipeline_writes_a_row_per_stage_and_seed_that_its_report_reads(tmp_path, monkeypatch, capsys):
     path = tmp_path / "p.yaml"
     path.write_text("stages: [{name: a, config: configs/likelihood.yaml, seeds: [1, 2]}]")
     output = tmp_path / "out"
-    fake_training(monkeypatch, 40.0)
+    fake_runs(monkeypatch, 40.0)
     pipeline.run(pipeline.read_pipeline(path), "UD_Tiny", output, say=lambda line: None)
     rows = pipeline.read_rows(output)
     assert [(row["stage"], row["seed"]) for row in rows] == [("a", 1), ("a", 2)]
-    assert rows[0]["dev"] == {"step": 2, "val/las": 40.0, "val/uas": 50.0}
-    assert (rows[0]["cpu_minutes"], rows[0]["peak_rss_mib"]) == (2.0, 300) and rows[0]["commit"]
+    assert rows[0]["dev"] == {"step": 6, "val/las": 40.0, "val/uas": 50.0}
+    assert (rows[0]["cpu_minutes"], rows[0]["peak_rss_mib"]) == (1.0, 300) and rows[0]["commit"]
     assert "python train.py fit --config" in rows[0]["command"] and rows[0]["checkpoint"].endswith("best.ckpt")
-    fake_training(monkeypatch, 45.0)  # seed 2 again, as --seed 2 would: its row replaced, the other kept
+    fake_runs(monkeypatch, 45.0)  # seed 2 again, as --seed 2 would: its row replaced, the other kept
     (output / "a" / "seed2" / runs.FINISHED).unlink()
     shutil.rmtree(output / "a" / "seed2" / "likelihood")
     pipeline.run(pipeline.read_pipeline(path, seed=2), "UD_Tiny", output, say=lambda line: None)
@@ -380,7 +358,7 @@ def test_a_pipeline_writes_a_row_per_stage_and_seed_that_its_report_reads(tmp_pa
     pipeline.main(["report", str(output)])
     table = capsys.readouterr().out.splitlines()
     assert table[0].split() == ["stage", "run", "dev", "LAS", "CPU", "min", "peak", "MiB"]
-    assert [line.split() for line in table[1:]] == [["a", "seed1", "40.00", "2.0", "300"], ["a", "seed2", "45.00", "2.0", "300"]]
+    assert [line.split() for line in table[1:]] == [["a", "seed1", "40.00", "1.0", "300"], ["a", "seed2", "45.00", "1.0", "300"]]
     with pytest.raises(SystemExit) as stop:
         pipeline.main(["report", str(tmp_path / "nowhere")])
     assert stop.value.code == 2 and "no run of a pipeline has ended" in capsys.readouterr().err
@@ -416,7 +394,7 @@ def test_a_damaged_stage_folder_is_named_in_one_line(ud_dir, tmp_path, monkeypat
     path = tmp_path / "p.yaml"
     path.write_text("stages: [{name: a, config: configs/likelihood.yaml}]")
     output = tmp_path / "out"
-    fake_training(monkeypatch, 40.0)
+    fake_runs(monkeypatch, 40.0)
     pipeline.run(pipeline.read_pipeline(path), "UD_Wolof-WTB", output, str(ud_dir), say=lambda line: None)
     damage(output / "a" / "seed1")
     with pytest.raises(SystemExit) as stop:

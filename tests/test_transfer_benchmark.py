@@ -5,12 +5,13 @@ import json
 from benchmarks import recorded, transfer
 from benchmarks.common import mean_sd
 from parser.runs import FINISHED
+from tests.conftest import whole_checkpoint
 
 
 def test_rows_of_every_finished_run_once_and_their_table(tmp_path, monkeypatch, ud_dir):
     for stage, seed, las in (("finetuned", 1, 60.0), ("finetuned", 2, 62.0), ("target_only", 1, 50.0)):
         run = tmp_path / "out" / stage / f"seed{seed}" / "transfer" / "version_0"
-        run.mkdir(parents=True)
+        whole_checkpoint(run / "checkpoints" / "best.ckpt")
         (run / "metrics.csv").write_text(f"step,val/las\n99,{las}\n")
         (run.parents[1] / FINISHED).write_text(json.dumps({
             "run": "transfer/version_0", "provenance": {"commit": "abc", "command": "python train.py fit", "date": "d"},
