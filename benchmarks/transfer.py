@@ -2,16 +2,17 @@
 pipeline's folder (``configs/pipelines/transfer.yaml``; any pipeline's, with ``--results``:
 ``new_language.yaml``'s in ``docs/results/new_language.jsonl``), recorded as rows, and their table.
 
-    python -m benchmarks.transfer record --treebank UD_Wolof-WTB --output runs/transfer/UD_Wolof-WTB \
-        [--zero-shot BASE.ckpt]
+    python -m parser.pipeline configs/pipelines/transfer.yaml --treebank UD_Wolof-WTB --output runs/transfer/UD_Wolof-WTB --test
+    python -m benchmarks.transfer record --treebank UD_Wolof-WTB --output runs/transfer/UD_Wolof-WTB
     python -m benchmarks.transfer report
 
-``record`` parses the target's test file with the best parser of every finished run under
-``OUTPUT/<stage>/seed<S>`` (and with the base itself, ``--zero-shot``), scores it with
-``parser.evaluate`` (CoNLL 2018 definitions) and appends one row per run to ``--results``
-(stage, seed, dev and test LAS/UAS, CPU minutes and peak RSS of its train.py, its command,
-the commit); a run already recorded for the treebank is skipped. ``report`` prints a table
-per treebank: mean and spread over seeds of each stage; ``summary`` one line per target beside
+``record`` reads the pipeline's own rows (``OUTPUT/runs.jsonl``: each run's test scores by
+``parser.evaluate``, CoNLL 2018 definitions, with ``--test``) and appends one row per run to
+``--results`` (stage, seed, dev and test LAS/UAS, CPU minutes and peak RSS of its train.py,
+its command, the commit; the base's run is the zero-shot row; ``dev_trees: K`` where the run
+was chosen on the first K dev trees, ``--trees K``); a run already recorded for the treebank
+is skipped. ``report`` prints a table per treebank and number of dev trees: mean and spread
+over seeds of each stage; ``summary`` one line per target beside
 what the target's own trees give (the low-resource grid's rows, else ``new_language.yaml``'s), the
 whole training file and UDPipe 2:
 
@@ -21,15 +22,16 @@ whole training file and UDPipe 2:
 from __future__ import annotations
 
 import argparse
+import shlex
 import statistics
 from pathlib import Path
 
 from benchmarks.common import (ROOT, TRANSFER, append_row, grouped_bars, markdown_table, mean_sd, provenance, read_rows)
 from benchmarks.recorded import STAGES, Target, targets
+from objectives.conventions import ConfigurationError
 from parser import pipeline
-from parser.pipeline import run_folder, stage_runs
+from parser.pipeline import run_folder
 from parser.cli import run_reporting_errors
-from parser.data.datamodule import treebank_file
 from parser.training.callbacks import MONITOR
 
 RESULTS = TRANSFER
@@ -37,53 +39,48 @@ FIGURE = ROOT / "docs" / "figures" / "transfer.png"
 
 
 
-def test_scores(checkpoint: Path, test_file: Path, scratch: Path) -> dict[str, float]:
-    """Test UAS and LAS of a parser, as the row keeps them (``parser.pipeline.test_scores``)."""
-    scores = pipeline.test_scores(checkpoint, test_file, scratch)
-    return {"test_uas": round(scores["uas"], 2), "test_las": round(scores["las"], 2)}
+def dev_trees(command: str | None) -> int | None:
+    """The dev trees a run chose its best checkpoint on (``--data.dev_size K``), None for all."""
+    words = shlex.split(command or "")
+    return int(words[words.index("--data.dev_size") + 1]) if "--data.dev_size" in words else None
 
 
-def relative(path: Path | str) -> str:
-    """A path as rows keep it: relative to the repository where it lies inside."""
-    path = Path(path).resolve()
-    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
-
-
-def record(treebank: str, output: Path, results: Path, zero_shot: Path | None, root: str | None) -> list[dict]:
-    """Rows of every finished run under ``output`` not yet in ``results``."""
-    test_file = treebank_file(treebank, "test", root)
+def record(treebank: str, output: Path, results: Path) -> list[dict]:
+    """Rows of every run in the pipeline folder ``output`` not yet in ``results``, read from its
+    ``runs.jsonl`` (``treeexp pipeline ... --test`` scored each run on the test file): the base's
+    run is its zero-shot row; a run chosen on the first K dev trees says ``dev_trees: K``."""
+    ran = pipeline.read_rows(output)
+    if not ran:
+        raise ConfigurationError(f"no {output / pipeline.RESULTS}: no run of a pipeline has ended in {output}")
     known = {(r["treebank"], r["run"]) for r in read_rows(results)}
+    recording = provenance(["-m", "benchmarks.transfer", "record", "--treebank", treebank, "--output", str(output)])
     rows = []
-    runs = [(stage, seed, run_folder(output, stage, seed), run) for stage, seed, run in stage_runs(output)]
-    for stage, seed, folder, run in ([("zero-shot", None, None, None)] if zero_shot else []) + runs:
-        key = relative(zero_shot) if folder is None else relative(folder)
+    for run in ran:
+        if "test" not in run:
+            raise ConfigurationError(f"{output / pipeline.RESULTS}: its {run['stage']} run has no test scores: run the "
+                                     "pipeline again with --test (its runs are reused)")
+        key = run["checkpoint"] if run["seed"] is None else str(run_folder(output, run["stage"], run["seed"]))
         if (treebank, key) in known:
             continue
-        if folder is None:
-            checkpoint = zero_shot
-            row = {"stage": stage, "seed": None, "run": key, **provenance(
-                ["-m", "benchmarks.transfer", "record", "--treebank", treebank, "--output", relative(output),
-                 "--zero-shot", key])}
-        else:
-            checkpoint, usage = run.best, run.usage()
-            row = {"stage": stage, "seed": seed, "run": key,
-                   "dev_las": round(run.dev().get(MONITOR, float("nan")), 2),
-                   "cpu_minutes": round(usage.get("cpu_seconds", float("nan")) / 60, 1),
-                   "peak_rss_mib": round(usage.get("peak_rss_bytes", float("nan")) / 2**20),
-                   **run.provenance()}  # the commit and command that trained it
-        scores = test_scores(checkpoint, test_file, output / "test" / f"{stage}-{row['seed']}.conllu")
-        row = {"treebank": treebank, **row, **scores}
+        trained = {"commit": run["commit"], "command": run["command"], "date": run.get("date") or recording["date"]}
+        row = {"treebank": treebank, "stage": "zero-shot" if run["stage"] == "base" else run["stage"], "seed": run["seed"],
+               "run": key, **({"dev_las": round(run["dev"][MONITOR], 2), "cpu_minutes": run["cpu_minutes"],
+                               "peak_rss_mib": run["peak_rss_mib"]} if run["command"] else {}),
+               **(trained if run["command"] else recording),
+               **({"dev_trees": k} if (k := dev_trees(run["command"])) else {}),
+               "test_uas": round(run["test"]["uas"], 2), "test_las": round(run["test"]["las"], 2)}
         append_row(results, row)
         rows.append(row)
     return rows
 
 
 def report(results: Path) -> str:
-    """A table per treebank: each stage's test LAS (mean ± sd over seeds), dev LAS and cost."""
+    """A table per treebank (and per number of dev trees its runs were chosen on): each stage's test
+    LAS (mean ± sd over seeds), dev LAS and cost."""
     rows = read_rows(results)
     out = []
-    for treebank in sorted({r["treebank"] for r in rows}):
-        mine = [r for r in rows if r["treebank"] == treebank]
+    for treebank, chosen_on in sorted({(r["treebank"], r.get("dev_trees") or 0) for r in rows}):
+        mine = [r for r in rows if r["treebank"] == treebank and (r.get("dev_trees") or 0) == chosen_on]
         table = []
         for stage in sorted({r["stage"] for r in mine}, key=lambda s: STAGES.index(s) if s in STAGES else len(STAGES)):
             group = [r for r in mine if r["stage"] == stage]
@@ -94,7 +91,8 @@ def report(results: Path) -> str:
             table.append([stage, len(group), stat("test_las"), stat("test_uas"), stat("dev_las"), stat("cpu_minutes", 1),
                           stat("peak_rss_mib", 0)])
         header = ["stage", "seeds", "test LAS", "test UAS", "dev LAS", "CPU min", "peak RSS MiB"]
-        out += [f"### {treebank}", "", markdown_table(header, table, "lrrrrrr"), ""]
+        title = f"### {treebank}" + (f", chosen on the first {chosen_on} dev trees" if chosen_on else "")
+        out += [title, "", markdown_table(header, table, "lrrrrrr"), ""]
     return "\n".join(out)
 
 
@@ -135,8 +133,6 @@ def main(argv: list[str] | None = None) -> None:
     cli.add_argument("action", choices=["record", "report", "summary"])
     cli.add_argument("--treebank")
     cli.add_argument("--output", type=Path, help="the transfer pipeline's --output folder")
-    cli.add_argument("--zero-shot", type=Path, default=None, help="the base parser, scored on the target as it is")
-    cli.add_argument("--root", default=None, help="the folder of UD treebanks (default: $UD_DIR)")
     cli.add_argument("--results", type=Path, default=RESULTS)
     cli.add_argument("--figure", type=Path, default=FIGURE, help="summary: where to draw its figure")
     args = cli.parse_args(argv)
@@ -149,7 +145,7 @@ def main(argv: list[str] | None = None) -> None:
         return
     if not args.treebank or not args.output:
         cli.error("record needs --treebank and --output")
-    rows = run_reporting_errors(lambda: record(args.treebank, args.output, args.results, args.zero_shot, args.root))
+    rows = run_reporting_errors(lambda: record(args.treebank, args.output, args.results))
     for row in rows:
         print(f"{row['treebank']} {row['stage']} seed {row['seed']}: test LAS {row['test_las']:.2f}")
 

@@ -408,7 +408,7 @@ def result_row(stage: str, seed: int | None, run_: Run) -> dict:
     return {"stage": stage, "seed": seed, "checkpoint": str(run_.best), "dev": run_.dev(),
             "cpu_minutes": round(usage["cpu_seconds"] / 60, 1) if usage else None,
             "peak_rss_mib": round(usage["peak_rss_bytes"] / 2**20) if usage else None,
-            "commit": provenance.get("commit"), "command": provenance.get("command")}
+            "commit": provenance.get("commit"), "command": provenance.get("command"), "date": provenance.get("date")}
 
 
 def read_rows(output: Path) -> list[dict]:

@@ -1,39 +1,48 @@
-"""benchmarks.transfer: a row per finished run of a transfer pipeline's folder, and the table."""
+"""benchmarks.transfer: a row per run of a transfer pipeline's own rows, and the table."""
 
 import json
 
 from benchmarks import recorded, transfer
 from benchmarks.common import mean_sd
-from parser.runs import FINISHED
-from tests.conftest import whole_checkpoint
+import pytest
+
+from objectives.conventions import ConfigurationError
+from parser import pipeline
 
 
-def test_rows_of_every_finished_run_once_and_their_table(tmp_path, monkeypatch, ud_dir):
-    for stage, seed, las in (("finetuned", 1, 60.0), ("finetuned", 2, 62.0), ("target_only", 1, 50.0)):
-        run = tmp_path / "out" / stage / f"seed{seed}" / "transfer" / "version_0"
-        whole_checkpoint(run / "checkpoints" / "best.ckpt")
-        (run / "metrics.csv").write_text(f"step,val/las\n99,{las}\n")
-        (run.parents[1] / FINISHED).write_text(json.dumps({
-            "run": "transfer/version_0", "provenance": {"commit": "abc", "command": "python train.py fit", "date": "d"},
-            "usage": {"seconds": 700.0, "cpu_seconds": 600.0, "peak_rss_bytes": 2**30}}))
-    (tmp_path / "out" / "student" / "seed1").mkdir(parents=True)  # not finished: no row
-    scored = []
+def pipeline_row(stage: str, seed: int | None, las: float, command: str | None = "python train.py fit") -> dict:
+    """A row of a pipeline's runs.jsonl, as ``treeexp pipeline ... --test`` writes it."""
+    folder = "runs/base" if seed is None else f"out/{stage}/seed{seed}/transfer/version_0"
+    return {"stage": stage, "seed": seed, "checkpoint": f"{folder}/checkpoints/best.ckpt",
+            "dev": {} if seed is None else {"step": 99, "val/las": las}, "cpu_minutes": 10.0 if command else None,
+            "peak_rss_mib": 1024 if command else None, "commit": "abc" if command else None, "command": command,
+            "date": "d" if command else None, "test": {"uas": 70.0, "las": las + 1}}
 
-    def fake_scores(checkpoint, test_file, scratch):
-        scored.append(checkpoint)
-        return {"test_uas": 70.0, "test_las": 60.0 + len(scored)}
 
-    monkeypatch.setattr(transfer, "test_scores", fake_scores)
-    results = tmp_path / "rows.jsonl"
-    rows = transfer.record("UD_Wolof-WTB", tmp_path / "out", results, tmp_path / "base.ckpt", str(ud_dir))
+def test_rows_of_every_run_of_a_pipelines_own_rows_once_and_their_table(tmp_path):
+    output, results = tmp_path / "out", tmp_path / "rows.jsonl"
+    pipeline.write_rows(output.mkdir() or output, [
+        pipeline_row("base", None, 20.0, command=None), pipeline_row("finetuned", 1, 60.0),
+        pipeline_row("finetuned", 2, 62.0), pipeline_row("target_only", 1, 50.0),
+        pipeline_row("student", 1, 64.0, command="python train.py fit --data.dev_size 100")])
+    rows = transfer.record("UD_Wolof-WTB", output, results)
     assert [(r["stage"], r["seed"]) for r in rows] == [("zero-shot", None), ("finetuned", 1), ("finetuned", 2),
-                                                         ("target_only", 1)]
+                                                         ("target_only", 1), ("student", 1)]
     assert rows[1]["dev_las"] == 60.0 and rows[1]["command"] == "python train.py fit" and rows[1]["commit"] == "abc"
-    assert rows[1]["cpu_minutes"] == 10.0 and rows[1]["peak_rss_mib"] == 1024 and rows[0]["commit"]
-    assert transfer.record("UD_Wolof-WTB", tmp_path / "out", results, tmp_path / "base.ckpt", str(ud_dir)) == []
+    assert rows[1]["cpu_minutes"] == 10.0 and rows[1]["peak_rss_mib"] == 1024 and rows[1]["test_las"] == 61.0
+    assert rows[1]["run"] == str(output / "finetuned" / "seed1") and "dev_trees" not in rows[1]
+    assert "benchmarks.transfer record" in rows[0]["command"] and rows[0]["run"] == "runs/base/checkpoints/best.ckpt"
+    assert rows[4]["dev_trees"] == 100  # chosen on the first 100 dev trees: a table of its own
+    assert transfer.record("UD_Wolof-WTB", output, results) == []
     table = transfer.report(results)
-    assert "| zero-shot | 1 | 61.00 |" in table and "| finetuned | 2 | 62.50 ± 0.71 |" in table
+    assert "| zero-shot | 1 | 21.00 |" in table and "| finetuned | 2 | 62.00 ± 1.41 |" in table
     assert table.index("zero-shot") < table.index("target_only") < table.index("finetuned")
+    assert table.index("### UD_Wolof-WTB, chosen on the first 100 dev trees") > table.index("finetuned")
+    untested = pipeline_row("finetuned", 3, 1.0)
+    del untested["test"]  # a pipeline run without --test
+    pipeline.write_rows(output, [untested])
+    with pytest.raises(ConfigurationError, match="run the pipeline again with --test"):
+        transfer.record("UD_Wolof-WTB", output, results)
 
 
 def test_summary_sets_each_target_beside_its_own_trees_and_the_whole_file(tmp_path):
