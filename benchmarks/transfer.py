@@ -12,7 +12,8 @@ pipeline's folder (``configs/pipelines/transfer.yaml``; any pipeline's, with ``-
 its command, the commit; the base's run is the zero-shot row; ``dev_trees: K`` where the run
 was chosen on the first K dev trees, ``--trees K``); a run already recorded for the treebank
 is skipped. ``report`` prints a table per treebank and number of dev trees: mean and spread
-over seeds of each stage; ``summary`` one line per target beside
+over seeds of each stage; ``protocols`` the recipe chosen on every dev tree beside the same
+chosen on as many dev trees as labeled ones; ``summary`` one line per target beside
 what the target's own trees give (the low-resource grid's rows, else ``new_language.yaml``'s), the
 whole training file and UDPipe 2:
 
@@ -26,7 +27,7 @@ import shlex
 import statistics
 from pathlib import Path
 
-from benchmarks.common import (ROOT, TRANSFER, append_row, grouped_bars, markdown_table, mean_sd, provenance, read_rows)
+from benchmarks.common import (ROOT, TARGETS, TRANSFER, append_row, grouped_bars, markdown_table, mean_sd, provenance, read_rows)
 from benchmarks.recorded import STAGES, Target, targets
 from objectives.conventions import ConfigurationError
 from parser import pipeline
@@ -96,6 +97,26 @@ def report(results: Path) -> str:
     return "\n".join(out)
 
 
+def protocols(results: Path) -> str:
+    """Markdown, a line per target and selection rule: the fine-tuned base and its student (test
+    LAS, mean ± sd over seeds) chosen on every dev tree or on the first K (``dev_trees``: as
+    many as labeled trees, the honest protocol), and the CPU minutes of the two trainings."""
+    rows = read_rows(results)
+    table = []
+    for treebank in TARGETS:
+        for chosen_on in sorted({r.get("dev_trees") or 0 for r in rows if r["treebank"] == treebank}):
+            mine = [r for r in rows if r["treebank"] == treebank and (r.get("dev_trees") or 0) == chosen_on]
+            las = {stage: [r["test_las"] for r in mine if r["stage"] == stage] for stage in ("finetuned", "student")}
+            if not las["student"]:
+                continue
+            minutes = [r["cpu_minutes"] for r in mine if r["stage"] in las and r.get("cpu_minutes") is not None]
+            table.append([treebank.removeprefix("UD_"), f"first {chosen_on}" if chosen_on else "all",
+                          *(mean_sd(las[stage], 2, "-", single=" (1 seed)") for stage in las), len(las["student"]),
+                          f"{sum(minutes) / len(las['student']):.1f}" if minutes else "-"])
+    return markdown_table(["target", "dev trees", "fine-tuned base", "+ self-training", "seeds",
+                           "CPU min (both)"], table, "llrrrr")
+
+
 def summary(found: list[Target]) -> str:
     """Markdown, a line per target: test LAS (mean ± sd over seeds) of the base as it is, the
     target's own 100 trees (supervised, best recipe), the base fine-tuned on them, its noisy
@@ -130,7 +151,7 @@ def figure(found: list[Target], output: Path) -> Path:
 
 def main(argv: list[str] | None = None) -> None:
     cli = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    cli.add_argument("action", choices=["record", "report", "summary"])
+    cli.add_argument("action", choices=["record", "report", "summary", "protocols"])
     cli.add_argument("--treebank")
     cli.add_argument("--output", type=Path, help="the transfer pipeline's --output folder")
     cli.add_argument("--results", type=Path, default=RESULTS)
@@ -138,6 +159,9 @@ def main(argv: list[str] | None = None) -> None:
     args = cli.parse_args(argv)
     if args.action == "report":
         print(report(args.results))
+        return
+    if args.action == "protocols":
+        print(protocols(args.results))
         return
     if args.action == "summary":
         found = targets(args.results)

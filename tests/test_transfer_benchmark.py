@@ -84,3 +84,18 @@ def test_a_target_outside_the_grid_takes_its_own_trees_from_the_language_alone_p
     cells = [c.strip() for c in transfer.summary(recorded.targets(results, new_language=alone, small_treebanks=whole))
              .splitlines()[2].split("|")[1:-1]]
     assert cells[8] == "78.0"
+
+
+def test_protocols_set_the_recipe_chosen_on_every_dev_tree_beside_the_same_on_k(tmp_path):
+    rows = [("finetuned", None, 60.0, 10.0), ("student", None, 64.0, 20.0), ("finetuned", None, 62.0, 12.0),
+            ("student", None, 66.0, 22.0), ("finetuned", 100, 59.0, 9.0), ("student", 100, 63.5, 19.0),
+            ("zero-shot", None, 20.0, None)]
+    results = tmp_path / "rows.jsonl"
+    results.write_text("".join(json.dumps({"treebank": "UD_Wolof-WTB", "stage": stage, "test_las": las,
+                                           "cpu_minutes": minutes, **({"dev_trees": k} if k else {})}) + "\n"
+                               for stage, k, las, minutes in rows))
+    lines = transfer.protocols(results).splitlines()
+    assert [cell.strip() for cell in lines[2].split("|")[1:-1]] == ["Wolof-WTB", "all", "61.00 ± 1.41", "65.00 ± 1.41",
+                                                                    "2", "32.0"]
+    assert [cell.strip() for cell in lines[3].split("|")[1:-1]] == ["Wolof-WTB", "first 100", "59.00 (1 seed)",
+                                                                    "63.50 (1 seed)", "1", "28.0"]
