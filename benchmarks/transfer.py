@@ -23,6 +23,7 @@ whole training file and UDPipe 2:
 from __future__ import annotations
 
 import argparse
+import math
 import shlex
 import statistics
 from pathlib import Path
@@ -37,7 +38,6 @@ from parser.training.callbacks import MONITOR
 
 RESULTS = TRANSFER
 FIGURE = ROOT / "docs" / "figures" / "transfer.png"
-
 
 
 def dev_trees(command: str | None) -> int | None:
@@ -65,7 +65,7 @@ def record(treebank: str, output: Path, results: Path) -> list[dict]:
             continue
         trained = {"commit": run["commit"], "command": run["command"], "date": run.get("date") or recording["date"]}
         row = {"treebank": treebank, "stage": "zero-shot" if run["stage"] == "base" else run["stage"], "seed": run["seed"],
-               "run": key, **({"dev_las": round(run["dev"][MONITOR], 2), "cpu_minutes": run["cpu_minutes"],
+               "run": key, **({"dev_las": round(run["dev"].get(MONITOR, math.nan), 2), "cpu_minutes": run["cpu_minutes"],
                                "peak_rss_mib": run["peak_rss_mib"]} if run["command"] else {}),
                **(trained if run["command"] else recording),
                **({"dev_trees": k} if (k := dev_trees(run["command"])) else {}),
