@@ -427,8 +427,10 @@ stages:
     never_stopped = pipeline_process(tmp_path / "whole")
     killed = pipeline_process(tmp_path / "killed")
     checkpoints = tmp_path / "killed" / "a" / "seed1" / "likelihood" / "version_0" / "checkpoints"
+    deadline = time.monotonic() + 300
     while not (checkpoints / "last.ckpt").is_file():  # its first validation (step 2 of 4) has been saved
         assert killed.poll() is None, killed.stderr.read()
+        assert time.monotonic() < deadline, "no checkpoint in 300 s"
         time.sleep(0.05)
     killed.kill()
     killed.wait()
@@ -437,7 +439,8 @@ stages:
                 line.read_bytes().decode(errors="replace")], "a train.py outlived its pipeline"
     assert not (tmp_path / "killed" / "a" / "seed1" / runs.FINISHED).exists()
     again = pipeline_process(tmp_path / "killed")
-    assert again.wait() == 0 and never_stopped.wait() == 0, again.stderr.read() + never_stopped.stderr.read()
+    assert again.wait(timeout=300) == 0 and never_stopped.wait(timeout=300) == 0, (
+        again.stderr.read() + never_stopped.stderr.read())
     assert "Restor" in (tmp_path / "killed" / "a" / "seed1" / "train.log").read_text()  # it resumed, not began again
     weights = [(tmp_path / name / "parser" / "model.safetensors").read_bytes() for name in ("whole", "killed")]
     assert weights[0] == weights[1]

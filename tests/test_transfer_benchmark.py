@@ -21,7 +21,8 @@ def pipeline_row(stage: str, seed: int | None, las: float, command: str | None =
 
 def test_rows_of_every_run_of_a_pipelines_own_rows_once_and_their_table(tmp_path):
     output, results = tmp_path / "out", tmp_path / "rows.jsonl"
-    pipeline.write_rows(output.mkdir() or output, [
+    output.mkdir()
+    pipeline.write_rows(output, [
         pipeline_row("base", None, 20.0, command=None), pipeline_row("finetuned", 1, 60.0),
         pipeline_row("finetuned", 2, 62.0), pipeline_row("target_only", 1, 50.0),
         pipeline_row("student", 1, 64.0, command="python train.py fit --data.dev_size 100")])
