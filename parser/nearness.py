@@ -30,13 +30,13 @@ import numpy as np
 from objectives.conventions import ConfigurationError
 
 from parser.cli import run_reporting_errors
+from parser.data.datamodule import treebank_files
 from parser.data.sentences import Sentence, parse_record, read_conllu, read_sentences, records
 from parser.fetch import default_root
 
 MEASURES = ("upos_ngrams", "head_direction", "subword_overlap")
 SIMILARITIES = {"subword_overlap"}  # higher is nearer; the others are distances
 ORDERS = (1, 2, 3)  # UPOS n-gram orders
-SPLITS = ("train", "dev", "test")  # a candidate's files, read in this order
 CANDIDATE_WORDS = 10_000  # every release of the many-language and relatives sets has at least this many
 SMOOTHING = 0.5  # added to every count of an n-gram or a direction
 
@@ -137,23 +137,20 @@ class Tokenizer:
         return Counter(piece for ids in encoded["input_ids"] for piece in ids)
 
 
-def candidate_files(name: str, root: Path) -> list[Path]:
-    """A candidate's CoNLL-U files, train, dev then test: ``name`` is a folder or a file, a treebank
-    folder under ``root`` (``UD_Kazakh-KTB``) (also without ``UD_``) or a language (``Kazakh``: every ``UD_Kazakh-*`` there)."""
+def candidate_folders(name: str, root: Path) -> list[Path]:
+    """A candidate as treebank folders (or a file): ``name`` is a folder or a file, a treebank folder
+    under ``root`` (``UD_Kazakh-KTB``) (also without ``UD_``) or a language (``Kazakh``: every
+    ``UD_Kazakh-*`` there)."""
     path = next((p for p in (Path(name), root / name, root / f"UD_{name}") if p.exists()), None)
     folders = [path] if path else sorted(root.glob(f"UD_{name}-*"))
     if not folders:
         raise ConfigurationError(f"no treebank {name!r}: neither a path nor a treebank or language under {root}")
-    files = [f for folder in folders
-             for f in ([folder] if folder.is_file() else sorted(folder.glob("*.conllu"), key=_split_order))]
-    if not files:
-        raise ConfigurationError(f"{name}: no .conllu file in {', '.join(map(str, folders))}")
-    return files
+    return folders
 
 
-def _split_order(path: Path) -> int:
-    """Where a file's split comes in ``SPLITS`` (after them for a file of none)."""
-    return next((i for i, split in enumerate(SPLITS) if f"-{split}." in path.name), len(SPLITS))
+def candidate_files(name: str, root: Path) -> list[Path]:
+    """A candidate's CoNLL-U files (:func:`candidate_folders`), each folder's train, dev then test."""
+    return [f for folder in candidate_folders(name, root) for f in ([folder] if folder.is_file() else treebank_files(folder))]
 
 
 def sample(files: Sequence[Path], words: int) -> Iterator[Sentence]:
@@ -229,6 +226,32 @@ def rank(target: Sequence[Sentence], raw: Sequence[Sentence], candidates: dict[s
     return results
 
 
+def rank_target(target: Path, trees: int | None, raw: Sequence[Sentence] | None, root: Path,
+                names: Sequence[str] | None = None, measures: Sequence[str] = MEASURES, tokens: str = "e5",
+                candidate_words: int = CANDIDATE_WORDS) -> list[Nearness]:
+    """The treebanks ``names`` (folders or names under ``root``, languages; default every ``UD_*``
+    folder there) ranked for the first ``trees`` trees of the ``target`` file (None: all) and
+    the ``raw`` text (None: the file's sentences after them), the target's own folder left out."""
+    if names is None and not root.is_dir():
+        raise ConfigurationError(f"no folder of treebanks {root}: give --root or --candidates")
+    sentences = read_conllu(target)
+    labeled = sentences[:trees]
+    raw = sentences[len(labeled):] if raw is None else raw
+    mine = target.resolve().parent
+    names = names or sorted(p.name for p in root.glob("UD_*") if p.is_dir() and any(p.glob("*.conllu")))
+    candidates = {name: files for name in names
+                  if (files := [f for f in candidate_files(name, root) if f.resolve().parent != mine])}
+    return rank(labeled, raw, candidates, measures, tokens, candidate_words)
+
+
+def relative_shares(ranked: Sequence[dict], nearest: int, share: float) -> dict[str, float]:
+    """The ``nearest`` first of ``ranked`` (rows of :meth:`Nearness.row`, nearest first) sharing
+    ``share`` of a training epoch, each in proportion to ``1 / mean_rank`` (``--data.relatives``)."""
+    kept = ranked[:nearest]
+    weights = [1 / row["mean_rank"] for row in kept]
+    return {row["treebank"]: share * weight / sum(weights) for row, weight in zip(kept, weights)}
+
+
 def table(results: Sequence[Nearness]) -> str:
     """The ranking as aligned text: rank, treebank, each measure, mean rank."""
     measures = list(results[0].measures) if results else []
@@ -263,17 +286,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         for option, value in (("--trees", args.trees), ("--candidate-words", args.candidate_words)):
             if value is not None and value < 1:
                 raise ConfigurationError(f"{option} must be at least 1, not {value}")
-        root = args.root or default_root()
-        if args.candidates is None and not root.is_dir():
-            raise ConfigurationError(f"no folder of treebanks {root}: give --root or --candidates")
-        sentences = read_conllu(args.target)
-        target = sentences[: args.trees]
-        raw = [s for path in args.raw for s in read_sentences(path)] if args.raw else sentences[len(target):]
-        mine = args.target.resolve().parent
-        names = args.candidates or sorted(p.name for p in root.glob("UD_*") if p.is_dir() and any(p.glob("*.conllu")))
-        candidates = {name: files for name in names
-                      if (files := [f for f in candidate_files(name, root) if f.resolve().parent != mine])}
-        results = rank(target, raw, candidates, args.measure, args.tokens, args.candidate_words)
+        raw = [s for path in args.raw for s in read_sentences(path)] if args.raw else None
+        results = rank_target(args.target, args.trees, raw, args.root or default_root(), args.candidates,
+                              args.measure, args.tokens, args.candidate_words)
         print(json.dumps([r.row() for r in results], ensure_ascii=False) if args.json else table(results))
 
     run_reporting_errors(run)

@@ -25,7 +25,11 @@ folder ``OUTPUT/<stage>/seed<S>``, or a choice between earlier stages::
 ``config: [A, B]`` reads several config files, each over the one before (train.py's
 ``--config A --config B``; the run is named after the last); ``init: STAGE`` starts each run
 from that stage's parser of the same seed (or its first: ``--model.init``); ``data: own`` keeps
-a stage's own treebanks (a multilingual base) instead of the target's; ``choose: [A, B]``
+a stage's own treebanks (a multilingual base) instead of the target's; ``relatives: {nearest: N,
+share: S}`` trains it on the target's trees beside the N treebanks nearest the target (``treeexp
+nearness`` on its labeled trees and raw text, ranked once into ``OUTPUT/nearness.json``; among
+``--candidates``, default every other treebank under ``--root``), sharing S of every epoch by
+nearness (``--data.relatives``); ``choose: [A, B]``
 trains nothing and stands for whichever of A and B has the higher mean dev LAS, with its reason
 printed (a rule chosen on dev only; where one of them was not trained on the target here, a base
 as it is, every one parses the target's dev trees, the first K with ``--trees K``, and is scored
@@ -57,6 +61,7 @@ import os
 import shlex
 import shutil
 import sys
+from itertools import islice
 from statistics import fmean
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -69,12 +74,16 @@ from objectives.conventions import ConfigurationError
 
 from parser.cli import run_reporting_errors
 from parser.data.datamodule import treebank_file
+from parser.data.sentences import ConlluError
+from parser.fetch import default_root
 from parser.data.tokenizer import TOKENIZER_FILE
 from parser.runs import CONFIGS, FINISHED, Run, config_path, finished, fit, fit_command, mean_dev_las, shell_line, write_whole
 from parser.training.checkpoint import check_checkpoint_path
 from parser.training.callbacks import MONITOR
 
 RESULTS = "runs.jsonl"  # OUTPUT/runs.jsonl: a row per stage and seed, what `treeexp pipeline report` reads
+NEARNESS = "nearness.json"  # OUTPUT/nearness.json: the treebanks ranked for the stages with relatives
+RAW_SENTENCES = 20_000  # of the raw text, what the nearness of treebanks reads
 LOCK = "pipeline.lock"  # OUTPUT/pipeline.lock: the process id of the pipeline running in OUTPUT
 TEACHER_RUNS = ("seed", "all")  # a teacher stage's run of the same seed, or all its runs as one ensemble
 
@@ -89,6 +98,15 @@ class TeacherRuns:
 
 
 @dataclass(frozen=True)
+class Relatives:
+    """A stage's ``relatives:``: the ``nearest`` treebanks to the target trained on beside its own,
+    sharing ``share`` of every epoch (:func:`parser.nearness.relative_shares`)."""
+
+    nearest: int
+    share: float
+
+
+@dataclass(frozen=True)
 class Stage:
     """One step of a pipeline (see the module docstring for the fields)."""
 
@@ -100,6 +118,7 @@ class Stage:
     init: str | None = None
     data: str = "target"
     choose: tuple[str, ...] = ()
+    relatives: Relatives | None = None
 
     def configs(self) -> tuple[str, ...]:
         """Its config files, in the order train.py reads them."""
@@ -172,7 +191,8 @@ def read_pipeline(path: str | Path, until: str | None = None, seed: int | None =
         if unknown := sorted(set(entry) - known):
             raise ConfigurationError(f"{where}: unknown keys {', '.join(unknown)} (known: {', '.join(sorted(known))})")
         values = {k: tuple(str(a) for a in v) if k in ("args", "choose") or (k == "config" and isinstance(v, list))
-                  else tuple(v) if k == "seeds" else teacher_runs(v, where) if k == "teacher" else v
+                  else tuple(v) if k == "seeds" else teacher_runs(v, where) if k == "teacher"
+                  else relatives_of(v, where) if k == "relatives" else v
                   for k, v in entry.items()}
         stage = Stage(**values)
         if seed is not None and len(stage.seeds) == 1:
@@ -187,6 +207,9 @@ def read_pipeline(path: str | Path, until: str | None = None, seed: int | None =
             raise ConfigurationError(f"{where}: no config file {', '.join(missing)}")
         if stage.data not in ("target", "own"):
             raise ConfigurationError(f"{where}: data must be 'target' or 'own', not {stage.data!r}")
+        if stage.relatives and (stage.data != "target" or not stage.config):
+            raise ConfigurationError(f"{where}: relatives are trained on beside the target's trees: a stage that trains "
+                                     "on the target's data")
         stages.append(stage)
     names = [s.name for s in stages]
     if until is not None:
@@ -207,6 +230,52 @@ def teacher_runs(value: str | dict, where: str) -> TeacherRuns:
             or value.get("runs", "seed") not in TEACHER_RUNS:
         raise ConfigurationError(f"{where}: teacher is a stage's name or {{stage: NAME, runs: seed or all}}, not {value}")
     return TeacherRuns(str(value["stage"]), value.get("runs", "seed"))
+
+
+def relatives_of(value: dict, where: str) -> Relatives:
+    """A stage's ``relatives: {nearest: N, share: S}`` (N >= 1 treebanks, 0 < S < 1)."""
+    if not isinstance(value, dict) or set(value) != {"nearest", "share"} or not isinstance(value["nearest"], int) \
+            or value["nearest"] < 1 or not isinstance(value["share"], (int, float)) or not 0 < value["share"] < 1:
+        raise ConfigurationError(f"{where}: relatives is {{nearest: N, share: S}} (N >= 1 treebanks sharing 0 < S < 1 of "
+                                 f"every epoch), not {value}")
+    return Relatives(value["nearest"], float(value["share"]))
+
+
+def nearest_treebanks(train: Path, trees: int | None, raw: tuple[str, Path] | None, root: str | None,
+                      candidates: Sequence[str] | None, output: Path, say: Callable[[str], None]) -> list[dict]:
+    """``OUTPUT/nearness.json``: the treebanks under ``root`` (``candidates``: those, treebank
+    folders or languages) ranked by :func:`parser.nearness.rank_target` for ``train``'s first
+    ``trees`` trees and the raw text (``raw``, its first ``RAW_SENTENCES`` sentences read through
+    its tokenizer; without: the rest of ``train``), ranked once (reused where it exists); its rows, nearest first."""
+    path = output / NEARNESS
+    if path.is_file():
+        ranked = json.loads(path.read_text(encoding="utf-8"))
+        say(f"relatives: ranked in {path} (reused)")
+    else:
+        from parser.data.stream import Source
+        from parser.nearness import candidate_folders, rank_target
+
+        folder = default_root() if root is None else Path(root)
+        names = None if candidates is None else [f.name if f.parent.resolve() == folder.resolve() else str(f)
+                                                 for name in candidates for f in candidate_folders(name, folder)]
+        text = None if raw is None else [s for s in islice(Source(raw[0], tokenizer=str(raw[1])).sentences(), RAW_SENTENCES)
+                                         if not isinstance(s, ConlluError)]
+        ranked = [r.row() for r in rank_target(train, trees, text, folder, names)]
+        output.mkdir(parents=True, exist_ok=True)
+        write_whole(path, json.dumps(ranked, ensure_ascii=False, indent=1) + "\n")
+    say("relatives: nearest " + ", ".join(f"{r['treebank']} ({r['mean_rank']:.2f})" for r in ranked[:5]) + ", ...")
+    return ranked
+
+
+def relatives_option(relatives: Relatives, ranked: Sequence[dict] | None) -> str:
+    """``--data.relatives``' value: the nearest of ``ranked`` and their shares, as JSON (None: a
+    dry run's description of it)."""
+    if ranked is None:
+        return f"<the {relatives.nearest} nearest in {NEARNESS}, sharing {relatives.share:g}>"
+    from parser.nearness import relative_shares
+
+    shares = relative_shares(ranked, relatives.nearest, relatives.share)
+    return json.dumps({name: round(share, 4) for name, share in shares.items()}, ensure_ascii=False)
 
 
 def stage_terms(stage: Stage) -> Iterator[dict]:
@@ -328,14 +397,15 @@ def check_stages(pipeline: Pipeline, given: dict[str, str], also: Sequence[str])
 def run(pipeline: Pipeline, treebank: str, output: Path, root: str | None = None, dry_run: bool = False,
         given: dict[str, str] | None = None, say: Callable[[str], None] = print,
         statistics: str | None = None, also: Sequence[str] = (), trees: int | None = None,
-        raw: tuple[str, Path] | None = None) -> dict[str, list[Run]]:
+        raw: tuple[str, Path] | None = None, ranked: Sequence[dict] | None = None) -> dict[str, list[Run]]:
     """Run (or with ``dry_run`` print) in order every stage the final parser needs and those
     ``also`` named, but those ``given`` (stage -> checkpoint); the runs of each stage.
     ``statistics``: the language's statistics or facts file, passed to every training run
     (``train.py --statistics``). ``trees``: the target's first K training trees are every
     target stage's labeled trees (the rest its raw text) and its first K dev trees its dev set.
     ``raw``: (the target's untokenised text, a tokenizer): every target stage whose terms read
-    raw text reads it (``--data.unlabeled``), tokenised as the stream reads it."""
+    raw text reads it (``--data.unlabeled``), tokenised as the stream reads it. ``ranked``: the
+    treebanks nearest the target (:func:`nearest_treebanks`), for the stages with relatives."""
     results = pipeline.results
     given = given or {}
     check_stages(pipeline, given, also)
@@ -385,7 +455,8 @@ def run(pipeline: Pipeline, treebank: str, output: Path, root: str | None = None
                          *(["--data.labeled_size", str(trees), "--data.dev_size", str(trees)]
                            if trees is not None and stage.data == "target" else []),
                          *(["--data.unlabeled", raw[0], "--data.unlabeled_tokenizer", str(raw[1])]
-                           if raw and stage.data == "target" and reads_text(stage) else [])]
+                           if raw and stage.data == "target" and reads_text(stage) else []),
+                         *(["--data.relatives", relatives_option(stage.relatives, ranked)] if stage.relatives else [])]
             configs = [config_path(name) for name in stage.configs()]
             if dry_run:
                 say(shell_line(fit_command(configs[0], overrides, folder)))
@@ -530,6 +601,9 @@ def main(argv: list[str] | None = None) -> None:
     cli.add_argument("--raw", default=None, metavar="FILE",
                      help="the target's untokenised text (paragraphs between blank lines), read by every stage that "
                           "learns from raw text, split and tokenised by the tokenizer the pipeline learns")
+    cli.add_argument("--candidates", nargs="+", default=None, metavar="TREEBANK",
+                     help="the treebanks (folders under --root, or languages: Kazakh) a stage with relatives may take "
+                          "(default: every other treebank under --root)")
     cli.add_argument("--no-tokenizer", action="store_true",
                      help="learn no tokenizer (the parser then reads only tokenised text; no --raw)")
     cli.add_argument("--dry-run", action="store_true", help="print the train.py commands, train nothing")
@@ -558,25 +632,32 @@ def main(argv: list[str] | None = None) -> None:
             raise ConfigurationError("--raw is tokenised by a tokenizer learned from the target's trees, and this "
                                      "pipeline labels none: give tokenised text (one sentence per line) instead")
 
-        def prepare(dry_run: bool) -> tuple[str | None, Path | None]:
-            """The statistics the GE stages read and the tokenizer, each made first where needed."""
+        def prepare(dry_run: bool) -> tuple[str | None, Path | None, list[dict] | None]:
+            """The statistics the GE stages read, the tokenizer and the nearest treebanks, each made first where needed."""
             statistics = counted_statistics(train, args.trees, args.output, dry_run, print) if counted else args.statistics
+            tokenizer = None
             if args.no_tokenizer or labeled == 0:
                 print("tokenizer: none (" + ("--no-tokenizer" if args.no_tokenizer else "no labeled tree to learn from")
                       + "): the parser reads tokenised text")
-                return statistics, None
-            dev = treebank_file(args.treebank, "dev", args.root)
-            return statistics, target_tokenizer(train, dev, labeled, args.output, dry_run, print)
+            else:
+                dev = treebank_file(args.treebank, "dev", args.root)
+                tokenizer = target_tokenizer(train, dev, labeled, args.output, dry_run, print)
+            ranked = None
+            if any(s.relatives for s in pipeline.stages if s.name in needed) and not (
+                    dry_run and not (args.output / NEARNESS).is_file()):
+                ranked = nearest_treebanks(train, args.trees, args.raw and (args.raw, tokenizer), args.root,
+                                           args.candidates, args.output, print)
+            return statistics, tokenizer, ranked
 
         if args.dry_run:
-            statistics, tokenizer = prepare(True)
+            statistics, tokenizer, ranked = prepare(True)
             run(pipeline, args.treebank, args.output, args.root, dry_run=True, statistics=statistics,
-                raw=args.raw and (args.raw, tokenizer), **options)
+                raw=args.raw and (args.raw, tokenizer), ranked=ranked, **options)
             return
         with owning(args.output):
-            statistics, tokenizer = prepare(False)
+            statistics, tokenizer, ranked = prepare(False)
             run(pipeline, args.treebank, args.output, args.root, statistics=statistics,
-                raw=args.raw and (args.raw, tokenizer), **options)
+                raw=args.raw and (args.raw, tokenizer), ranked=ranked, **options)
             from parser.model import Parser
 
             final = best_run(pipeline.results[pipeline.final])

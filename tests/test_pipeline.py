@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import json
 import os
 import re
 import shlex
@@ -166,6 +167,53 @@ def test_no_treebank_passes_the_languages_statistics_to_its_ge_stage(ud_dir, tmp
     assert ge[ge.index("--config") + 1] == str(runs.CONFIGS / "no_treebank.yaml")
     assert ge[ge.index("--statistics") + 1] == "configs/facts/wolof.yaml"
     assert ge[ge.index("--model.init") + 1] == ge[ge.index("--model.teacher") + 1]  # the base starts and teaches
+
+
+RELATIVES = """
+stages:
+  - name: finetuned
+    config: configs/transfer.yaml
+    relatives: {nearest: 2, share: 0.5}
+"""
+
+
+def test_relatives_are_the_treebanks_nearest_the_target_ranked_once_sharing_part_of_every_epoch(
+        ud_dir, tmp_path, capsys, fake_training):
+    """A stage with relatives trains beside the N treebanks nearest the target's labeled trees and
+    raw text (here the rest of its file), ranked once into OUTPUT/nearness.json, the nearer
+    drawn more; a dry run before the ranking names it."""
+    root = tiny_treebank(ud_dir, tmp_path / "ud")
+    for name, source, split in (("UD_Wolof-Other", "UD_Wolof-WTB", "test"), ("UD_Yoruba-YTB", "UD_Yoruba-YTB", "test"),
+                                ("UD_English-EWT", "UD_English-EWT", "dev")):
+        (root / name).mkdir()
+        write_conllu(read_conllu(next((ud_dir / source).glob(f"*-ud-{split}.conllu")))[:150],
+                     root / name / f"x-ud-{split}.conllu")
+    path = tmp_path / "relatives.yaml"
+    path.write_text(RELATIVES)
+    common = [str(path), "--treebank", "UD_Tiny", "--root", str(root), "--output", str(tmp_path / "out"), "--trees", "10",
+              "--no-tokenizer"]
+    pipeline.main([*common, "--dry-run"])
+    assert "--data.relatives '<the 2 nearest in nearness.json, sharing 0.5>'" in capsys.readouterr().out
+    output, train = tmp_path / "out", root / "UD_Tiny" / "tiny-ud-train.conllu"
+    rows = pipeline.nearest_treebanks(train, 10, None, str(root), None, output, print)
+    ranked = [row["treebank"] for row in rows]
+    assert sorted(ranked) == ["UD_English-EWT", "UD_Wolof-Other", "UD_Yoruba-YTB"] and ranked[0] == "UD_Wolof-Other"
+    assert json.loads((output / "nearness.json").read_text()) == rows
+    pipeline.run(pipeline.read_pipeline(path), "UD_Tiny", output, str(root), trees=10, ranked=rows, say=print)
+    (command,) = fake_training
+    shares = json.loads(command[command.index("--data.relatives") + 1])
+    assert list(shares) == ranked[:2] and sum(shares.values()) == pytest.approx(0.5)
+    assert shares[ranked[0]] > shares[ranked[1]]
+    assert pipeline.nearest_treebanks(train, 10, None, str(root), ["Yoruba"], output, print) == rows  # ranked once
+    assert "(reused)" in capsys.readouterr().out
+    (output / "nearness.json").unlink()
+    chosen = pipeline.nearest_treebanks(train, 10, None, str(root), ["Yoruba", "English"], output, print)
+    assert sorted(row["treebank"] for row in chosen) == ["UD_English-EWT", "UD_Yoruba-YTB"]
+    for value in ("{nearest: 0, share: 0.5}", "{nearest: 2, share: 1.0}", "3"):
+        path.write_text(RELATIVES.replace("{nearest: 2, share: 0.5}", value))
+        with pytest.raises(SystemExit) as stop:
+            pipeline.main(common)
+        assert stop.value.code == 2 and "relatives is {nearest: N, share: S}" in capsys.readouterr().err
 
 
 def test_few_trees_labels_k_trees_chooses_on_k_dev_trees_and_counts_their_statistics(ud_dir, tmp_path, capsys,

@@ -21,7 +21,7 @@ from objectives.conventions import ConfigurationError
 
 from parser.data.batch import Batch, collate
 from parser.data.lexicon import read_lexicon
-from parser.data.sampler import BucketBatchSampler
+from parser.data.sampler import BucketBatchSampler, group_shares
 from parser.data.sentences import ConlluError, Sentence, has_upos, read_conllu, read_sentences
 from parser.data.stream import Continuing, SentenceStream, Source
 from parser.data.vocab import LabelVocab, Vocab, build_label_vocab, build_upos_vocab
@@ -66,6 +66,23 @@ def treebank_file(treebank: str, split: str, root: str | os.PathLike | None = No
     if len(found) > 1:
         raise FileNotFoundError(f"several {split} files match {pattern}: {found}")
     return Path(found[0])
+
+
+SPLITS = ("train", "dev", "test")
+
+
+def split_order(path: Path) -> int:
+    """Where a file's split comes in ``SPLITS`` (after them for a file of none)."""
+    return next((i for i, split in enumerate(SPLITS) if f"-{split}." in path.name), len(SPLITS))
+
+
+def treebank_files(folder: Path) -> list[Path]:
+    """Every CoNLL-U file of a treebank folder, train, dev then test (a treebank that is not the
+    target is training material, a test-only release included); ConfigurationError for none."""
+    files = sorted(folder.glob("*.conllu"), key=split_order)
+    if not files:
+        raise ConfigurationError(f"{folder}: no .conllu file" if folder.is_dir() else f"no treebank folder {folder}")
+    return files
 
 
 def expand_files(patterns: str | Sequence[str]) -> list[str]:
@@ -134,6 +151,11 @@ class DependencyDataModule(LightningDataModule):
             smoothing; ``BucketBatchSampler``): 1 reads each sentence once (the plain
             concatenation), 0 draws each treebank equally often, 0.5 smooths.
         max_treebank_sentences: keep only the first K training sentences of each treebank.
+        relatives: treebanks (folders, or their names under ``root``) trained on beside ``treebank``, each
+            with its share of a training epoch's sentences, e.g. ``{UD_Irish-IDT: 0.25}`` (the
+            target's treebanks share the rest, by ``sampling_alpha``): all their trees, train,
+            dev and test files, labeled (``labeled_size`` counts only the target's), none
+            validated on.
         seed: seed of the batch orders (training, evaluation, unlabeled stream).
         shuffle_buffer: unlabeled sentences bucketed by length together (per worker).
         on_bad_unlabeled: a malformed unlabeled sentence is skipped (logged, counted in
@@ -158,7 +180,8 @@ class DependencyDataModule(LightningDataModule):
                  on_bad_unlabeled: Literal["skip", "error"] = "skip",
                  unlabeled_tags: Literal["keep", "drop"] = "keep", partial: bool = False,
                  sampling_alpha: float = 1.0, max_treebank_sentences: int | None = None,
-                 unlabeled_tokenizer: str | None = None, lexicon: str | None = None):
+                 unlabeled_tokenizer: str | None = None, lexicon: str | None = None,
+                 relatives: dict[str, float] | None = None):
         super().__init__()
         if labeled_size is not None and labeled_size < 0:
             raise ConfigurationError(f"labeled_size must be at least 0, not {labeled_size}")
@@ -173,6 +196,9 @@ class DependencyDataModule(LightningDataModule):
         if sampling_alpha < 0:
             raise ConfigurationError(f"sampling_alpha must be at least 0, not {sampling_alpha}")
         self.save_hyperparameters()
+        self.relatives = {str(name): float(share) for name, share in (relatives or {}).items()}
+        if self.relatives:
+            group_shares([1] * (len(self.relatives) + 1), 1.0, [None, *self.relatives.values()])  # checks the shares
         self.treebank = treebank
         self.root = Path(root) if root is not None else default_root()
         self.train, self.dev, self.test = train, dev, test
@@ -255,8 +281,17 @@ class DependencyDataModule(LightningDataModule):
         return found
 
     def treebanks(self, split: Literal["train", "dev", "test"]) -> list[str]:
-        """The treebanks of a split's files (their folders, ``Sentence.treebank``), in order, once each."""
-        return list(dict.fromkeys(path.parent.name for path in self.paths(split)))
+        """The treebanks of a split's files (their folders, ``Sentence.treebank``), in order, once
+        each; training's ``relatives`` after them."""
+        relatives = [Path(name).name for name in self.relatives] if split == "train" else []
+        return list(dict.fromkeys([*(path.parent.name for path in self.paths(split)), *relatives]))
+
+    def relative_paths(self) -> list[Path]:
+        """Every file of the ``relatives``, in their order."""
+        target = {path.parent.name for path in self.paths("train")}
+        if clash := sorted(target & {Path(name).name for name in self.relatives}):
+            raise ConfigurationError(f"{', '.join(clash)}: a relative of itself (the target's treebank)")
+        return [path for name in self.relatives for path in treebank_files(self.root / name)]
 
     def _treebank_file(self, treebank: str, split: str) -> Path:
         return treebank_file(treebank, split, self.root)
@@ -289,6 +324,8 @@ class DependencyDataModule(LightningDataModule):
                 later = later[later.index(first.path) + 1 :]
                 sources[:0] = [Source(first.path, first.line), *(Source(f) for f in later)]
                 train = train[:self.labeled_size]
+            train += self._first_of_each_treebank(
+                [s for path in self.relative_paths() for s in read_conllu(path, on_invalid=on_invalid)])
             self.train_sentences, self.unlabeled_sources = train, sources
             firsts = [source.first_sentence() for source in sources]
             for source, first in zip(sources, firsts):
@@ -322,7 +359,8 @@ class DependencyDataModule(LightningDataModule):
         return BucketBatchSampler([len(s) for s in sentences], self.batch_tokens,
                                   self.max_batch_sentences, shuffle=shuffle, seed=self.seed,
                                   groups=[s.treebank for s in sentences] if shuffle else None,
-                                  alpha=self.sampling_alpha)
+                                  alpha=self.sampling_alpha,
+                                  shares={Path(name).name: share for name, share in self.relatives.items()})
 
     def _loader(self, sentences: Sequence[Sentence], loader: type[DataLoader] = DataLoader,
                 shuffle: bool = False) -> DataLoader:

@@ -4,7 +4,7 @@ treebank splits (split across processes, resumable mid-epoch)."""
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Iterable, Iterator, Sequence
+from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
 
 import torch
 import torch.distributed as dist
@@ -36,13 +36,21 @@ def length_batches(lengths: Sequence[int], order: Iterable[int], batch_tokens: i
     return batches
 
 
-def group_shares(sizes: Sequence[int], alpha: float) -> list[float]:
+def group_shares(sizes: Sequence[int], alpha: float, fixed: Sequence[float | None] | None = None) -> list[float]:
     """Sampling probabilities of groups of ``sizes`` sentences: ``p_i ~ n_i ** alpha``
-    (1: proportional, 0: uniform)."""
+    (1: proportional, 0: uniform); a group with a ``fixed`` share has it, the others share the
+    rest so."""
     if alpha < 0:
         raise ConfigurationError(f"the sampling exponent alpha must be at least 0, not {alpha}")
-    weights = [size ** alpha for size in sizes]
-    return [w / sum(weights) for w in weights]
+    fixed = list(fixed) if fixed is not None else [None] * len(sizes)
+    given = [share for share in fixed if share is not None]
+    free = len(given) < len(fixed)
+    if any(share <= 0 for share in given) or (sum(given) >= 1 if free else not math.isclose(sum(given), 1)):
+        raise ConfigurationError(f"group shares {', '.join(f'{share:g}' for share in given)} must be positive and "
+                                 "leave a share to the other groups (or, fixing every group, sum to 1)")
+    weights = [size ** alpha if share is None else 0.0 for size, share in zip(sizes, fixed)]
+    rest = (1 - sum(given)) / sum(weights) if any(weights) else 0.0
+    return [w * rest if share is None else share for w, share in zip(weights, fixed)]
 
 
 def replicas(num_replicas: int | None = None, rank: int | None = None) -> tuple[int, int]:
@@ -75,8 +83,9 @@ class BucketBatchSampler(DistributedSampler):
     a training epoch is a fresh sample of as many sentences as there are, group ``i`` drawing
     ``N * p_i`` of them with ``p_i`` proportional to ``n_i ** alpha`` (``group_shares``):
     1 is the plain concatenation, 0 uniform over groups, values between them smooth a
-    large group's share as multilingual parsers do (UDify, MaChAmp). A group draws its
-    sentences in fresh permutations, whole ones before any sentence repeats.
+    large group's share as multilingual parsers do (UDify, MaChAmp); ``shares`` fixes some
+    groups' ``p_i`` (a target's related treebanks), the others sharing the rest so. A group
+    draws its sentences in fresh permutations, whole ones before any sentence repeats.
 
     It is a DistributedSampler that yields batches: a DataLoader takes it as ``sampler``
     with ``batch_size=None`` (the dataset then gets lists of indices), and Lightning leaves
@@ -93,16 +102,20 @@ class BucketBatchSampler(DistributedSampler):
 
     def __init__(self, lengths: Sequence[int], batch_tokens: int = 2000, max_sentences: int = 128,
                  shuffle: bool = False, seed: int = 0, num_replicas: int | None = None,
-                 rank: int | None = None, groups: Sequence[Hashable] | None = None, alpha: float = 1.0):
+                 rank: int | None = None, groups: Sequence[Hashable] | None = None, alpha: float = 1.0,
+                 shares: Mapping[Hashable, float] | None = None):
         num_replicas, rank = replicas(num_replicas, rank)
         super().__init__(lengths, num_replicas=num_replicas, rank=rank, shuffle=shuffle, seed=seed)
         self.lengths = list(lengths)
         if groups is not None and len(groups) != len(self.lengths):
             raise ValueError(f"{len(groups)} group ids for {len(self.lengths)} sentences")
         self.members = None  # per group its sentences, when sampling is not the plain concatenation
-        if groups is not None and alpha != 1.0:
-            self.members = [torch.tensor([i for i, g in enumerate(groups) if g == group]) for group in dict.fromkeys(groups)]
-            self.shares = group_shares([len(m) for m in self.members], alpha)
+        if groups is not None and (alpha != 1.0 or shares):
+            names = list(dict.fromkeys(groups))
+            if unknown := sorted(set(shares or {}) - set(names), key=str):
+                raise ConfigurationError(f"shares of groups with no sentence: {', '.join(map(str, unknown))}")
+            self.members = [torch.tensor([i for i, g in enumerate(groups) if g == group]) for group in names]
+            self.shares = group_shares([len(m) for m in self.members], alpha, [(shares or {}).get(g) for g in names])
         self.batch_tokens = batch_tokens
         self.max_sentences = max_sentences
         self._count = len(self._cut(range(len(self.lengths))))  # the same every epoch

@@ -15,6 +15,7 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.fabric.utilities.apply_func import move_data_to_device
 from lightning.pytorch.utilities import CombinedLoader
 
+from objectives.conventions import ConfigurationError
 from parser import fetch
 from parser.data.batch import Batch, collate
 from parser.data.datamodule import DependencyDataModule, expand_files
@@ -311,6 +312,26 @@ def test_several_treebanks_read_as_one(treebank):
     files = DependencyDataModule(None, train=[str(p) for p in data.paths("train")], dev=str(data.paths("dev")[0]))
     files.setup("fit")
     assert len(files.train_sentences) == 4
+
+
+def test_relatives_are_labeled_beside_the_target_at_their_share(treebank):
+    """A relative (here a test-only release) gives all its trees as labeled ones, whatever
+    labeled_size keeps of the target's; only the target validates; an epoch draws the
+    relative at its share."""
+    other = treebank / "UD_Other"
+    other.mkdir()
+    write(other / "xx_other-ud-test.conllu", WORDS, WORDS, WORDS)
+    data = DependencyDataModule("UD_Tiny", root=str(treebank), labeled_size=1, relatives={"UD_Other": 0.75})
+    data.setup("fit")
+    assert [s.treebank for s in data.train_sentences] == ["UD_Tiny"] + ["UD_Other"] * 3
+    assert data.unlabeled_sources == [Source(str(treebank / "UD_Tiny" / "xx_tiny-ud-train.conllu"), 13)]
+    assert len(data.dev_sentences) == 1 and data.treebanks("train") == ["UD_Tiny", "UD_Other"]
+    assert data.treebanks("dev") == ["UD_Tiny"]
+    assert data._sampler(data.train_sentences, shuffle=True).shares == [0.25, 0.75]
+    for relatives, message in (({"UD_Tiny": 0.5}, "a relative of itself"), ({"UD_None": 0.5}, "no treebank folder"),
+                               ({"UD_Other": 1.0}, "group shares 1 must be positive")):
+        with pytest.raises(ConfigurationError, match=message):
+            DependencyDataModule("UD_Tiny", root=str(treebank), relatives=relatives).setup("fit")
 
 
 def test_datamodule_semi_supervised(treebank, tmp_path):

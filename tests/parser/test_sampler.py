@@ -1,6 +1,8 @@
 """BucketBatchSampler: length buckets split across processes, representative evaluation
 order, per-epoch reshuffling and mid-epoch resume."""
 
+from collections import Counter
+
 import pytest
 import torch
 from torch.utils.data import DistributedSampler
@@ -150,3 +152,21 @@ def test_a_sampled_epoch_resumes_mid_way():
     resumed.load_state_dict(state)
     resumed.set_epoch(1)
     assert list(resumed) == batches[2:]
+
+
+def test_fixed_group_shares_leave_the_rest_to_the_others_by_alpha():
+    assert group_shares([16, 4, 2], 1.0, [None, 0.25, 0.25]) == pytest.approx([0.5, 0.25, 0.25])
+    assert group_shares([16, 4, 4], 0.0, [0.5, None, None]) == pytest.approx([0.5, 0.25, 0.25])
+    assert group_shares([16, 4], 1.0, [0.3, 0.7]) == pytest.approx([0.3, 0.7])
+    for fixed in ([None, 0.6, 0.4], [None, 0.0, 0.2], [0.3, 0.3]):
+        with pytest.raises(ConfigurationError, match="group shares"):
+            group_shares([16, 4, 2][:len(fixed)], 1.0, fixed)
+
+
+def test_an_epoch_draws_a_group_with_a_fixed_share_that_share():
+    """The smallest treebank (2 of 22 sentences) given half of every epoch: 11 draws of it."""
+    one = sampler(shuffle=True, seed=4, groups=GROUPS, shares={2: 0.5})
+    drawn = Counter(GROUPS[i] for i in one._sample(torch.Generator().manual_seed(0)).tolist())
+    assert drawn == {2: 11, 0: round(11 * 16 / 20), 1: 11 - round(11 * 16 / 20)}
+    with pytest.raises(ConfigurationError, match="no sentence: 7"):
+        sampler(shuffle=True, groups=GROUPS, shares={7: 0.5})
