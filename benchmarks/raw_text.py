@@ -33,7 +33,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from benchmarks.common import (add_root_option, append_row, markdown_table, official, portable, product, provenance,
+from benchmarks.common import (add_root_option, append_row, markdown_table, mean_sd, official, portable, product, provenance,
                                raw_text, read_rows)
 from parser.data.datamodule import treebank_file
 from parser.data.sentences import read_conllu
@@ -110,10 +110,11 @@ def report(rows: list[dict]) -> str:
 GAINS = Path("docs/results/learned_tokens.jsonl")
 
 
-def gain_row(treebank: str, output: Path, unlabeled: str) -> dict:
-    """A pipeline output's row: the final parser's test LAS beside that of the parser its stage started from."""
+def gain_row(treebank: str, output: Path, unlabeled: str, seed: int | None = None) -> dict:
+    """A pipeline output's row: the final parser's test LAS (its last run, of ``seed`` where given)
+    beside that of the parser its stage started from."""
     rows = read_rows(output / "runs.jsonl")
-    final = rows[-1]
+    final = [r for r in rows if seed is None or r["seed"] == seed][-1]
     words = shlex.split(final["command"])
     first = next(r for r in rows if r["checkpoint"] == words[words.index("--model.init") + 1])
     return {"treebank": treebank, "unlabeled": unlabeled, "stage": final["stage"], "seed": final["seed"],
@@ -124,16 +125,24 @@ def gain_row(treebank: str, output: Path, unlabeled: str) -> dict:
 
 
 def gains_report(rows: list[dict]) -> str:
-    """Per treebank and seed: the gain with gold tokens, with learned ones, and their difference."""
+    """Per treebank and seed: the gain with gold tokens, with learned ones, and their difference;
+    a treebank of several seeds then their mean (± the standard deviation over seeds)."""
     last = {(r["treebank"], r["seed"], r["unlabeled"]): r for r in rows}
-    pairs = sorted({(treebank, seed) for treebank, seed, _ in last})
     table = []
-    for treebank, seed in pairs:
-        gold, raw = last.get((treebank, seed, "gold tokens")), last.get((treebank, seed, "raw text"))
-        if gold and raw:
-            table.append([treebank, seed, f"{gold['start_test_las']:.2f}", f"{gold['final_test_las']:.2f}",
+    for treebank in sorted({treebank for treebank, _, _ in last}):
+        pairs = [(last[treebank, seed, "gold tokens"], last[treebank, seed, "raw text"])
+                 for seed in sorted({s for t, s, _ in last if t == treebank})
+                 if (treebank, seed, "gold tokens") in last and (treebank, seed, "raw text") in last]
+        for gold, raw in pairs:
+            table.append([treebank, gold["seed"], f"{gold['start_test_las']:.2f}", f"{gold['final_test_las']:.2f}",
                           f"{gold['gain']:+.2f}", f"{raw['final_test_las']:.2f}", f"{raw['gain']:+.2f}",
                           f"{raw['gain'] - gold['gain']:+.2f}"])
+        if len(pairs) > 1:
+            golds, raws = [g for g, _ in pairs], [r for _, r in pairs]
+            table.append([treebank, f"mean of {len(pairs)}"] + [
+                mean_sd([r[key] for r in group]) for group, key in ((golds, "start_test_las"), (golds, "final_test_las"),
+                                                                    (golds, "gain"), (raws, "final_test_las"), (raws, "gain"))]
+                + [mean_sd([r["gain"] - g["gain"] for g, r in pairs])])
     return markdown_table(["treebank", "seed", "start", "final, gold tokens", "gain", "final, learned tokens", "gain",
                            "difference"], table)
 
@@ -145,6 +154,7 @@ def main(argv: list[str] | None = None) -> None:
     cli.add_argument("--gold", type=Path, help="gains: the pipeline output whose unlabeled text was gold tokens")
     cli.add_argument("--raw", type=Path, help="gains: the pipeline output that read raw text (--raw)")
     cli.add_argument("--treebank")
+    cli.add_argument("--seed", type=int, help="gains: the final parser of this seed (default: the last run)")
     cli.add_argument("--sentences", type=int, default=0, help="the first N training and dev trees (0: the whole files)")
     cli.add_argument("--parser", type=Path, help="a saved parser's directory (treeexp pipeline's OUTPUT/parser)")
     add_root_option(cli)
@@ -162,7 +172,7 @@ def main(argv: list[str] | None = None) -> None:
             cli.error("gains needs --treebank, --gold and --raw")
         origin = provenance(["-m", "benchmarks.raw_text", *argv])
         for output, unlabeled in ((args.gold, "gold tokens"), (args.raw, "raw text")):
-            row = portable({**gain_row(args.treebank, output, unlabeled), "output": str(output), **origin})
+            row = portable({**gain_row(args.treebank, output, unlabeled, args.seed), "output": str(output), **origin})
             print(json.dumps(row, ensure_ascii=False), flush=True)
             append_row(GAINS, row)
         print(gains_report(read_rows(GAINS)))

@@ -75,3 +75,31 @@ def test_gains_compare_the_final_stage_over_its_start_with_gold_and_learned_toke
     assert (gold["start"], gold["gain"], raw["start"], raw["gain"]) == ("finetuned", 3.5, "finetuned", 2.75)
     table = raw_text_benchmark.gains_report([gold, raw]).splitlines()
     assert table[2].split("|")[1:-1] == [" UD_X ", " 1 ", " 50.00 ", " 53.50 ", " +3.50 ", " 52.75 ", " +2.75 ", " -0.75 "]
+
+
+def test_a_gain_is_the_final_parsers_over_its_start_of_the_same_seed_and_seeds_average(tmp_path):
+    """benchmarks.raw_text gains: per seed the final run's test LAS over the run its --model.init
+    names; the report adds each treebank's mean over seeds."""
+    from benchmarks.raw_text import gain_row, gains_report
+
+    def row(stage, seed, las, init=None):
+        command = f"python train.py fit --model.init {init}" if init else "python train.py fit"
+        return {"stage": stage, "seed": seed, "checkpoint": f"{stage}{seed}.ckpt", "test": {"las": las},
+                "command": command, "commit": "abc", "cpu_minutes": 1.0}
+
+    rows = {"gold": [row("finetuned", 1, 50.0), row("student", 1, 53.0, "finetuned1.ckpt"),
+                     row("finetuned", 2, 51.0), row("student", 2, 52.0, "finetuned2.ckpt")],
+            "raw": [row("student", 1, 52.0, "finetuned1.ckpt"), row("student", 2, 52.5, "finetuned2.ckpt")]}
+    for name, lines in rows.items():
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "runs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    rows["raw"][:0] = [rows["gold"][0], rows["gold"][2]]  # the raw run's given start parsers
+    (tmp_path / "raw" / "runs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows["raw"]))
+    gains = [gain_row("UD_X", tmp_path / folder, unlabeled, seed) for seed in (1, 2)
+             for folder, unlabeled in (("gold", "gold tokens"), ("raw", "raw text"))]
+    assert [(g["seed"], g["start_test_las"], g["gain"]) for g in gains] == [(1, 50.0, 3.0), (1, 50.0, 2.0),
+                                                                           (2, 51.0, 1.0), (2, 51.0, 1.5)]
+    assert gain_row("UD_X", tmp_path / "gold", "gold tokens")["seed"] == 2  # no seed: the last run
+    table = gains_report(gains).splitlines()
+    assert table[-1].split(" | ")[1:] == ["mean of 2", "50.50 ± 0.71", "52.50 ± 0.71", "2.00 ± 1.41", "52.25 ± 0.35",
+                                          "1.75 ± 0.35", "-0.25 ± 1.06 |"]
