@@ -1,12 +1,27 @@
-"""The treebanks nearest each transfer target, ranked by ``treeexp nearness`` and kept as result rows.
+"""The treebanks nearest each transfer target, ranked by ``treeexp nearness``, and whether the ranking
+predicts what a treebank adds to the target's fine-tuning.
 
-    OMP_NUM_THREADS=1 python -m benchmarks.nearness [--root $UD_DIR] [--output docs/results/nearness.jsonl]
+    OMP_NUM_THREADS=1 python -m benchmarks.nearness rank [--root $UD_DIR] [--output docs/results/nearness.jsonl]
+    OMP_NUM_THREADS=1 python -m benchmarks.nearness gain --target UD_Welsh-CCG --candidate UD_Irish-IDT [UD_Y ...] \\
+        --base runs/base/multilingual_base/version_0/checkpoints/best.ckpt [--seed 1]
+    python -m benchmarks.nearness correlation --chosen UD_Welsh-CCG UD_Uyghur-UDT UD_Wolof-WTB
 
-For each target of :mod:`benchmarks.transfer`: its first 100 train trees, the rest of its train
-file as raw text (the command's default), and as candidates the base parser's treebanks
+``rank``: for each target of :mod:`benchmarks.transfer`, its first 100 train trees, the rest of its
+train file as raw text (the command's default), and as candidates the base parser's treebanks
 (``configs/multilingual_base.yaml``) and the relatives set of ``$UD_DIR/MANIFEST.md``, the target
 itself left out. One row per target and candidate: its measures and rank, the commit, and the
 command as run (``$UD_DIR`` for the treebanks' folder).
+
+``gain``: a candidate's single-source gain for a target. The base fine-tuned on the target's first
+100 trees as ``configs/transfer.yaml`` does (400 steps, chosen on the first 100 dev trees), once
+alone and once with the candidate's trees beside them, drawn at half of every epoch
+(``--data.relatives``); the gain is the difference of their dev LAS (what a user with 100 trees can
+measure) and of their test LAS. Runs in ``--output``/TARGET/CANDIDATE/seedS (the alone run:
+``alone``), reused once finished; a row per candidate in ``docs/results/nearness_gains.jsonl``.
+
+``correlation``: per target with gains, the Spearman correlation between each measure's ranking
+(and the mean rank) and the candidates' dev gains, then their mean over the ``--chosen`` targets
+(where a measure is chosen) and over the others (where it is confirmed).
 """
 
 from __future__ import annotations
@@ -15,15 +30,23 @@ import argparse
 import json
 import subprocess
 import sys
+from collections import defaultdict
 from pathlib import Path
 
+import numpy as np
 import yaml
 
-from benchmarks.common import ROOT, TARGETS, add_root_option, portable, provenance
+from benchmarks.common import ROOT, ROWS, TARGETS, add_root_option, append_row, markdown_table, portable, provenance, read_rows
 from parser.data.datamodule import treebank_file
-from parser.nearness import CANDIDATE_WORDS
+from parser.nearness import CANDIDATE_WORDS, MEASURES, SIMILARITIES, mean_ranks
+from parser.pipeline import test_scores
+from parser.runs import config_path, fit
+from parser.training.callbacks import MONITOR
 
 TREES = 100
+SHARE = 0.5  # of every epoch, the candidate's
+RANKS = ROWS / "nearness.jsonl"
+GAINS = ROWS / "nearness_gains.jsonl"
 RELATIVES = ("UD_Bambara-CRB", "UD_Yoruba-YTB", "UD_Naija-NSC", "UD_Kyrgyz-KTMU", "UD_Uzbek-UT", "UD_Tatar-NMCTT",
              "UD_Irish-IDT", "UD_Scottish_Gaelic-ARCOSG", "UD_Manx-Cadhan", "UD_Breton-KEB", "UD_Chinese-GSDSimp",
              "UD_Cantonese-HK", "UD_Thai-PUD", "UD_Indonesian-GSD")  # MANIFEST.md, "Relatives set"
@@ -35,12 +58,8 @@ def candidates(target: str) -> list[str]:
     return [name for name in (*base, *RELATIVES) if name != target]
 
 
-def main() -> None:
-    cli = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    add_root_option(cli)
-    cli.add_argument("--output", type=Path, default=ROOT / "docs" / "results" / "nearness.jsonl")
-    args = cli.parse_args()
-    root = args.root.resolve()
+def rank(root: Path, output: Path) -> None:
+    """The rows of every target's ranking into ``output`` (rewritten)."""
     rows = []
     for target in TARGETS:
         train = treebank_file(target, "train", root)
@@ -53,9 +72,102 @@ def main() -> None:
                            **{("candidate" if key == "treebank" else key): value for key, value in row.items()},
                            **made}, {str(root): "$UD_DIR"}) for row in ranked]
         print(target, "->", ", ".join(row["treebank"] for row in ranked[:5]), flush=True)
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows), encoding="utf-8")
-    print(f"{len(rows)} rows -> {args.output}")
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows), encoding="utf-8")
+    print(f"{len(rows)} rows -> {output}")
+
+
+def fine_tuned(target: str, candidate: str | None, base: str, seed: int, root: Path, output: Path) -> dict:
+    """The base fine-tuned on the target's first 100 trees (with ``candidate`` at ``SHARE``): its
+    run's dev and test LAS, cost and provenance (a finished run reused)."""
+    folder = output / target / (candidate or "alone") / f"seed{seed}"
+    overrides = ["--data.treebank", target, "--data.root", str(root), "--model.init", base,
+                 "--data.labeled_size", str(TREES), "--data.dev_size", str(TREES),
+                 "--seed_everything", str(seed), "--data.seed", str(seed),
+                 *(["--data.relatives", json.dumps({candidate: SHARE})] if candidate else [])]
+    run = fit(config_path("transfer.yaml"), overrides, folder)
+    test = test_scores(run.best, treebank_file(target, "test", root), folder / "test.conllu")
+    usage = run.usage()
+    return {"dev_las": round(run.dev()[MONITOR], 2), "test_las": round(test["las"], 2),
+            "cpu_minutes": round(usage["cpu_seconds"] / 60, 1) if usage else None, **run.provenance()}
+
+
+def gain(target: str, names: list[str], base: str, seed: int, root: Path, output: Path) -> list[dict]:
+    """A row per candidate: its fine-tuning's dev and test LAS beside the target alone's, their gains."""
+    alone = fine_tuned(target, None, base, seed, root, output)
+    print(f"{target} alone: dev {alone['dev_las']:.2f} test {alone['test_las']:.2f}", flush=True)
+    rows = []
+    for name in names:
+        mixed = fine_tuned(target, name, base, seed, root, output)
+        row = portable({"target": target, "candidate": name, "trees": TREES, "share": SHARE, "seed": seed, **mixed,
+                        "dev_gain": round(mixed["dev_las"] - alone["dev_las"], 2),
+                        "test_gain": round(mixed["test_las"] - alone["test_las"], 2),
+                        "alone": {key: alone[key] for key in ("dev_las", "test_las", "command", "commit")}},
+                       {str(root): "$UD_DIR"})
+        append_row(GAINS, row)
+        rows.append(row)
+        print(f"{target} + {name}: dev {row['dev_gain']:+.2f} test {row['test_gain']:+.2f}", flush=True)
+    return rows
+
+
+def spearman(first: np.ndarray, second: np.ndarray) -> float:
+    """Spearman's correlation of two ``(n,)`` arrays: Pearson's of their ranks, ties sharing their mean rank."""
+    ranks = [mean_ranks(values[:, None], [False]) for values in (first, second)]
+    return float(np.corrcoef(*ranks)[0, 1])
+
+
+def correlations(ranks: list[dict], gains: list[dict]) -> dict[str, dict[str, float]]:
+    """Per target with gains of at least three candidates: per measure (and ``mean_rank``) the Spearman
+    correlation of the candidates' nearness (higher nearer) with their mean dev gain over seeds."""
+    measured = defaultdict(lambda: defaultdict(list))
+    for row in gains:
+        measured[row["target"]][row["candidate"]].append(row["dev_gain"])
+    found = {}
+    for target, by_candidate in measured.items():
+        known = {r["candidate"]: r for r in ranks if r["target"] == target and r["candidate"] in by_candidate}
+        if len(known) < 3:
+            continue
+        names = sorted(known)
+        gained = np.array([np.mean(by_candidate[name]) for name in names])
+        found[target] = {measure: spearman(np.array([known[n][measure] * (1 if measure in SIMILARITIES else -1)
+                                                     for n in names]), gained)
+                         for measure in (*MEASURES, "mean_rank") if measure in known[names[0]]}
+        found[target]["candidates"] = len(names)
+    return found
+
+
+def correlation_report(found: dict[str, dict[str, float]], chosen: list[str]) -> str:
+    """The correlations per target, then their means over the chosen targets and over the others."""
+    measures = [*MEASURES, "mean_rank"]
+    table = [[target, "chosen" if target in chosen else "confirming", int(values["candidates"]),
+              *(f"{values[m]:+.2f}" for m in measures)] for target, values in sorted(found.items())]
+    for label, group in (("mean, chosen on", [t for t in found if t in chosen]),
+                         ("mean, confirmed on", [t for t in found if t not in chosen])):
+        if group:
+            table.append([label, ", ".join(group), "", *(f"{np.mean([found[t][m] for t in group]):+.2f}" for m in measures)])
+    return markdown_table(["target", "role", "candidates", *measures], table)
+
+
+def main(argv: list[str] | None = None) -> None:
+    cli = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    cli.add_argument("command", choices=("rank", "gain", "correlation"))
+    add_root_option(cli)
+    cli.add_argument("--output", type=Path, help="rank: the rows' file (default docs/results/nearness.jsonl); "
+                                                 "gain: the runs' folder (default runs/nearness)")
+    cli.add_argument("--target", help="gain: the target treebank")
+    cli.add_argument("--candidate", nargs="+", help="gain: the treebanks each trained beside the target")
+    cli.add_argument("--base", help="gain: the multilingual base's checkpoint")
+    cli.add_argument("--seed", type=int, default=1)
+    cli.add_argument("--chosen", nargs="*", default=[], help="correlation: the targets the measure is chosen on")
+    args = cli.parse_args(argv)
+    if args.command == "rank":
+        rank(args.root.resolve(), args.output or RANKS)
+    elif args.command == "gain":
+        if not (args.target and args.candidate and args.base):
+            cli.error("gain needs --target, --candidate and --base")
+        gain(args.target, args.candidate, args.base, args.seed, args.root.resolve(), args.output or Path("runs/nearness"))
+    else:
+        print(correlation_report(correlations(read_rows(RANKS), read_rows(GAINS)), args.chosen))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,42 @@
+"""benchmarks.nearness: single-source gains from fine-tuning runs, and their rank correlation with the measures."""
+
+import json
+
+import pytest
+
+from benchmarks import nearness
+
+
+def test_a_gain_is_the_fine_tuning_with_the_candidate_over_the_target_alone(tmp_path, monkeypatch, fake_training):
+    """The alone run once, one run per candidate with it at half of every epoch, the differences recorded."""
+    monkeypatch.setattr(nearness, "GAINS", tmp_path / "gains.jsonl")
+    monkeypatch.setattr(nearness, "test_scores", lambda checkpoint, test, scratch: {
+        "uas": 0.0, "las": 60.0 if "UD_Near" in str(checkpoint) else 55.0})
+    monkeypatch.setattr(nearness, "treebank_file", lambda treebank, split, root: tmp_path / f"{treebank}-{split}.conllu")
+    rows = nearness.gain("UD_T", ["UD_Near", "UD_Far"], "base.ckpt", 1, tmp_path, tmp_path / "runs")
+    assert len(fake_training) == 3 and "--data.relatives" not in fake_training[0]
+    assert json.loads(fake_training[1][fake_training[1].index("--data.relatives") + 1]) == {"UD_Near": 0.5}
+    assert [(r["candidate"], r["dev_gain"], r["test_gain"]) for r in rows] == [("UD_Near", 0.0, 5.0), ("UD_Far", 0.0, 0.0)]
+    assert [json.loads(line)["candidate"] for line in (tmp_path / "gains.jsonl").read_text().splitlines()] == [
+        "UD_Near", "UD_Far"]
+    nearness.gain("UD_T", ["UD_Near"], "base.ckpt", 1, tmp_path, tmp_path / "runs")
+    assert len(fake_training) == 3  # finished runs are reused
+
+
+def test_the_correlation_is_spearmans_of_nearness_and_gain_per_target_then_chosen_and_confirming_means():
+    ranks = [{"target": target, "candidate": name, "upos_ngrams": distance, "head_direction": 0.1 * distance,
+              "subword_overlap": overlap, "mean_rank": distance}
+             for target in ("UD_A", "UD_B")
+             for name, distance, overlap in (("x", 0.1, 0.5), ("y", 0.2, 0.9), ("z", 0.3, 0.1), ("w", 0.4, 0.2))]
+    gains = [{"target": "UD_A", "candidate": name, "dev_gain": value}
+             for name, value in (("x", 3.0), ("y", 2.0), ("z", 1.0), ("w", -1.0))]
+    gains += [{"target": "UD_B", "candidate": name, "dev_gain": value}
+              for name, value in (("x", -1.0), ("y", 1.0), ("z", 2.0), ("w", 3.0), ("x", -3.0))]
+    found = nearness.correlations(ranks, gains)
+    assert found["UD_A"]["upos_ngrams"] == pytest.approx(1.0) and found["UD_B"]["upos_ngrams"] == pytest.approx(-1.0)
+    assert found["UD_A"]["subword_overlap"] == pytest.approx(0.6)  # 1 - 6 * 4 / (4 * 15): ranks y x w z, gains x y z w
+    assert found["UD_A"]["candidates"] == 4
+    table = nearness.correlation_report(found, ["UD_A"]).splitlines()
+    assert table[-2].startswith("| mean, chosen on | UD_A |  | +1.00") and table[-1].startswith(
+        "| mean, confirmed on | UD_B |  | -1.00")
+    assert nearness.correlations(ranks, gains[:2]) == {}  # fewer than three candidates: no correlation
