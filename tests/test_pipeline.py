@@ -209,6 +209,12 @@ def test_relatives_are_the_treebanks_nearest_the_target_ranked_once_sharing_part
     (output / "nearness.json").unlink()
     chosen = pipeline.nearest_treebanks(train, 10, None, str(root), ["Yoruba", "English"], output, print)
     assert sorted(row["treebank"] for row in chosen) == ["UD_English-EWT", "UD_Yoruba-YTB"]
+    (output / "nearness.json").unlink()  # raw text read through the target's tokenizer
+    raw = tmp_path / "wolof.txt"
+    raw.write_text(" ".join(s.tokenlist.metadata["text"] for s in read_conllu(train, trees=False)[10:]) + "\n")
+    learned = tokenizer.train_tokenizer(train, tmp_path / "tokenizer.udpipe", sentences=10, epochs=1)
+    from_raw = pipeline.nearest_treebanks(train, 10, (str(raw), learned), str(root), None, output, print)
+    assert from_raw[0]["treebank"] == "UD_Wolof-Other" and from_raw != rows  # other text, other overlaps
     for value in ("{nearest: 0, share: 0.5}", "{nearest: 2, share: 1.0}", "3"):
         path.write_text(RELATIVES.replace("{nearest: 2, share: 0.5}", value))
         with pytest.raises(SystemExit) as stop:
