@@ -36,17 +36,18 @@ MIN_COUNT = 10
 estimated for its constraints (with fewer, the rate would be noise and the constraint is left out)."""
 
 
-def tag_distributions(upos: Tensor, lengths: Tensor, num_tags: int, dtype: torch.dtype) -> Tensor:
+def tag_distributions(upos: Tensor, lengths: Tensor, num_tags: int, dtype: torch.dtype,
+                      trained: bool = False) -> Tensor:
     """Each word's tag distribution ``(B, N+1, T + 1)``, 0 at position 0 and on padding; the
     last column is 1 on every word (the child ``"any"`` of the compiled constraints).
 
     ``upos``: ``(B, N+1)`` long tag ids, or ``(B, N+1, T)`` float tag probabilities (soft
-    tags; detached: GE does not train the tagger).
+    tags; detached unless ``trained``: then GE's gradient reaches the tagger that gave them).
     """
     if upos.is_floating_point():
         if upos.shape[-1] != num_tags or upos.dim() != 3:
             raise ValueError(f"soft UPOS tags must be (B, N+1, {num_tags}) probabilities, got {tuple(upos.shape)}")
-        probs = upos.detach().to(dtype)
+        probs = (upos if trained else upos.detach()).to(dtype)
     else:
         probs = torch.nn.functional.one_hot(upos, num_tags).to(dtype)
     words = word_mask(lengths, upos.shape[1] - 1).unsqueeze(-1).to(dtype)

@@ -44,7 +44,10 @@ class GeneralizedExpectation(Objective):
     rates are batch-level expectations, as Effland & Collins 2023 found best); constraints on a label weight each arc by the label's
     probability under the label scorer, ``p(l | h -> m)``, so GE trains the labels too. Tags
     may be soft: ``batch.upos`` holds tag ids or tag probabilities (a tagger's output), and the
-    counts are then expected counts. The loss is ``sum_k w_k penalty(p_k, t_k)``, or with
+    counts are then expected counts, under the tags and the trees as independent (the parser's
+    tagger and arc scorer are two factors); with ``train_tags`` the penalty's gradient reaches
+    those probabilities too, so GE trains the tagger as well, as the joint tag and tree
+    statistics of Effland & Collins do (else the tags are observations). The loss is ``sum_k w_k penalty(p_k, t_k)``, or with
     ``reduction="mean"`` that sum over the number of constraints kept in the batch (a weight
     then means the same for ten statistics as for a thousand).
 
@@ -95,6 +98,8 @@ class GeneralizedExpectation(Objective):
         min_arcs: a rate per arc counts in a batch that expects at least this many arcs of its
             kind (fewer: a rate of noise with steep gradients).
         reduction: ``"sum"`` over the constraints kept in the batch, or their ``"mean"``.
+        train_tags: soft tags (probabilities) get the penalty's gradient (both routes: autograd
+            through the statistics, which are linear in each word's tag distribution).
 
     ``penalty`` and ``targets_from`` keep what was configured; the objects they name are
     :attr:`penalize` and :attr:`source`.
@@ -113,6 +118,7 @@ class GeneralizedExpectation(Objective):
         tolerance: float = 0.0,
         min_arcs: float = 1.0,
         reduction: Literal["sum", "mean"] = "sum",
+        train_tags: bool = False,
     ) -> None:
         super().__init__()
         self.constraints = resolve_constraints(constraints)
@@ -128,6 +134,7 @@ class GeneralizedExpectation(Objective):
             raise ConfigurationError(f"reduction must be 'sum' or 'mean', got {reduction!r}")
         self.penalty = penalty
         self.reduction = reduction
+        self.train_tags = train_tags
         self.weighting = weighting
         self.gradient = gradient
         self.targets_from = targets_from
@@ -192,20 +199,22 @@ class GeneralizedExpectation(Objective):
         arcs = full_precision(scores.arcs)
         crf = TreeCRF(arcs, batch.lengths, self.multiroot, validate_args=False)
         with no_autocast(arcs.device):
-            tags = tag_distributions(batch.upos, batch.lengths, self.num_tags, arcs.dtype)
+            tags = tag_distributions(batch.upos, batch.lengths, self.num_tags, arcs.dtype, self.train_tags)
             labels = self._label_groups(ids, scores, arcs.dtype)
             self._check_tags(tags)
             group = self._group()
             targets = self.source(self.targets, teacher, lambda other: self._rates_of(ids, other, batch, tags, group))
             if self.gradient == "reverse":
                 return self._loss(self._sum(group, statistics(ids, crf.marginals, tags, labels)), targets)
-            stats = statistics(ids, crf.marginals.detach(), tags, None if labels is None else labels.detach())
+            local = statistics(ids, crf.marginals.detach(), tags, None if labels is None else labels.detach())
+            stats = local.detach()  # local keeps a graph through trained tags only
             if group is not None:
                 dist.all_reduce(stats, group=group)
-            with torch.enable_grad():  # the slope dPenalty/dE: autograd over K numbers
-                expected = stats[: len(ids.child)].detach().requires_grad_()
-                value = self._loss(torch.cat([expected, stats[len(ids.child) :]]), targets)
-                (slope,) = torch.autograd.grad(value, expected)
+            with torch.enable_grad():  # the slope dPenalty/dstats: autograd over 2K + 1 numbers
+                stats.requires_grad_()
+                value = self._loss(stats, targets)
+                (slopes,) = torch.autograd.grad(value, stats)
+            slope = slopes[: len(ids.child)]
             r = arc_weights(ids, slope, tags, labels)  # (B, N+1, N+1): sum_k dPenalty/dE_k f_k
             scale = 1 if group is None else dist.get_world_size(group)  # as the reverse route (see above)
             # the penalty's value, with the gradient of scale * E[r]: scale * Cov(r, 1_e) for the
@@ -213,6 +222,8 @@ class GeneralizedExpectation(Objective):
             surrogate = scale * crf.expectation(r.detach().unsqueeze(-1)).sum()
             if labels is not None:
                 surrogate = surrogate + scale * (crf.marginals.detach() * r).sum()
+            if local.requires_grad:  # trained tags: the statistics are linear in them, their slopes known
+                surrogate = surrogate + scale * (slopes * local).sum()
             return value.detach() + (surrogate - surrogate.detach())
 
     def _label_groups(self, ids: CompiledConstraints, scores: Scores, dtype: torch.dtype) -> Tensor | None:

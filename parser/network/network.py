@@ -137,12 +137,12 @@ class Network(nn.Module):
 
     def with_predicted_tags(self, batch: Batch, scores: Scores) -> Batch:
         """``batch`` whose untagged words (``_``) carry the tagger's distribution: UPOS as
-        ``(B, N+1, T)`` probabilities, one-hot where a tag was given. Detached: terms that
-        read tags (GE) train the parser, not the tagger, which learns from gold tags."""
+        ``(B, N+1, T)`` probabilities, one-hot where a tag was given. With the tagger's graph:
+        a term that reads tags (GE) detaches them unless it trains the tagger (``train_tags``)."""
         if scores.tags is None:
             return batch
         given = F.one_hot(batch.upos, len(self.upos_vocab)).to(scores.tags.dtype)
-        predicted = scores.tags.detach().clone()
+        predicted = scores.tags.clone()
         predicted[..., : self.upos_vocab.unk_index + 1] = float("-inf")  # never <pad> or <unk>
         unknown = (batch.upos == self.upos_vocab.unk_index).unsqueeze(-1)
         return dataclasses.replace(batch, upos=torch.where(unknown, predicted.softmax(-1), given))

@@ -505,6 +505,38 @@ def test_soft_tags(gradient, multiroot):
         objective(scores, type(batch)(batch.lengths, soft[..., :5]))
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("multiroot", [False, True])
+@pytest.mark.parametrize("gradient", ["reverse", "t2"])
+def test_trained_soft_tags_get_the_gradient_of_the_enumerated_penalty(gradient, multiroot, dtype):
+    """train_tags: the same loss as observed tags, and the tag probabilities get its gradient:
+    a finite difference of the penalty of enumerated rates, both routes, arcs' gradient unchanged."""
+    scores, batch = make_batch(LENGTHS)
+    scores = Scores(scores.arcs.to(dtype))
+    one_hot = torch.nn.functional.one_hot(batch.upos, len(UPOS_VOCAB)).double()
+    generator = torch.Generator().manual_seed(5)
+    soft = (one_hot * 3 + torch.rand(one_hot.shape, generator=generator, dtype=torch.float64)).softmax(-1)
+    soft = soft.masked_fill(torch.rand(soft.shape[:2] + (1,), generator=generator) < 0.2, 0.0)  # some untagged words
+    results = {}
+    for train_tags in (False, True):
+        objective = ready(GeneralizedExpectation(CONSTRAINTS, gradient=gradient, train_tags=train_tags), multiroot)
+        arcs, tags = scores.arcs.clone().requires_grad_(), soft.to(dtype).requires_grad_()
+        loss = objective(Scores(arcs), type(batch)(batch.lengths, tags))
+        loss.backward()
+        results[train_tags] = loss, arcs.grad, tags.grad
+    (observed, observed_arcs, no_grad), (loss, arcs_grad, tags_grad) = results[False], results[True]
+    assert no_grad is None and tags_grad is not None and tags_grad.abs().sum() > 0
+    tolerance = {"rtol": 1e-10, "atol": 1e-12} if dtype == torch.float64 else {"rtol": 1e-4, "atol": 1e-6}
+    torch.testing.assert_close((loss, arcs_grad), (observed, observed_arcs), **tolerance)
+
+    def penalty(probs):
+        return brute_penalty(soft_rates(scores, batch, probs, CONSTRAINTS, multiroot), CONSTRAINTS, "squared")
+
+    torch.testing.assert_close(loss.double(), penalty(soft), **tolerance)
+    if dtype == torch.float64:
+        assert_directional_derivative(penalty, soft, tags_grad)
+
+
 @pytest.mark.parametrize("gradient", ["reverse", "t2"])
 def test_one_sided_constraints(gradient):
     """Zero loss and gradient while every rate reaches its target; otherwise the gradient

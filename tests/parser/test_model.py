@@ -269,6 +269,28 @@ def test_tagger_learns_fills_upos_and_tags_raw_text_for_ge(tiny_bert_dir, small_
         predict(str(ckpt), str(small_treebank), str(spanning), device="cpu", projective=True, crossing_margin=1.0)
 
 
+def test_ge_trains_the_tagger_on_raw_text_only_with_train_tags(tiny_bert_dir, small_treebank, tmp_path):
+    """The tags GE reads on raw text are the tagger's distribution with its graph: GE's gradient
+    reaches the tagger's weights with train_tags, and none does without."""
+    seed_everything(0)
+    raw = tmp_path / "raw.txt"
+    raw.write_text("\n".join(" ".join(s.words) for s in read_conllu(small_treebank)) + "\n", encoding="utf-8")
+    data = DependencyDataModule(treebank=None, train=str(small_treebank), dev=str(small_treebank),
+                                unlabeled=str(raw), batch_tokens=300)
+    ge = GeneralizedExpectation("tag_pairs", targets_from="labeled", min_count=2)
+    model = tiny_parser(tiny_bert_dir, Term(TagLikelihood()), Term(ge, "unlabeled"), lr=1e-2, warmup_steps=1)
+    _trainer(tmp_path, steps=1).fit(model, data)
+    batch = next(iter(data.train_dataloader()))[0]["unlabeled"]
+    weights = list(model.network.tagger.parameters())
+    for train_tags in (False, True):
+        ge.train_tags = train_tags
+        scores = model(batch.words, batch.subwords, batch.treebanks)
+        loss = ge(scores, model.network.with_predicted_tags(batch, scores))
+        grads = torch.autograd.grad(loss, weights, allow_unused=True)
+        assert all(g is None for g in grads) != train_tags
+        assert train_tags == any(g is not None and g.abs().sum() > 0 for g in grads)
+
+
 def test_tagger_loss_decreases(tiny_bert_dir, small_treebank):
     seed_everything(0)
     data = DependencyDataModule(treebank=None, train=str(small_treebank), dev=str(small_treebank), batch_tokens=300)
