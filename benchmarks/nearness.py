@@ -92,8 +92,10 @@ def fine_tuned(target: str, candidate: str | None, base: str, seed: int, root: P
             "cpu_minutes": round(usage["cpu_seconds"] / 60, 1) if usage else None, **run.provenance()}
 
 
-def gain(target: str, names: list[str], base: str, seed: int, root: Path, output: Path) -> list[dict]:
-    """A row per candidate: its fine-tuning's dev and test LAS beside the target alone's, their gains."""
+def gain(target: str, names: list[str], base: str, seed: int, root: Path, output: Path,
+         results: Path = GAINS) -> list[dict]:
+    """A row per candidate, appended to ``results``: its fine-tuning's dev and test LAS beside the
+    target alone's, their gains."""
     alone = fine_tuned(target, None, base, seed, root, output)
     print(f"{target} alone: dev {alone['dev_las']:.2f} test {alone['test_las']:.2f}", flush=True)
     rows = []
@@ -104,7 +106,7 @@ def gain(target: str, names: list[str], base: str, seed: int, root: Path, output
                         "test_gain": round(mixed["test_las"] - alone["test_las"], 2),
                         "alone": {key: alone[key] for key in ("dev_las", "test_las", "command", "commit")}},
                        {str(root): "$UD_DIR"})
-        append_row(GAINS, row)
+        append_row(results, row)
         rows.append(row)
         print(f"{target} + {name}: dev {row['dev_gain']:+.2f} test {row['test_gain']:+.2f}", flush=True)
     return rows
@@ -159,15 +161,17 @@ def main(argv: list[str] | None = None) -> None:
     cli.add_argument("--base", help="gain: the multilingual base's checkpoint")
     cli.add_argument("--seed", type=int, default=1)
     cli.add_argument("--chosen", nargs="*", default=[], help="correlation: the targets the measure is chosen on")
+    cli.add_argument("--results", type=Path, default=GAINS, help="gain, correlation: the gains' rows")
     args = cli.parse_args(argv)
     if args.command == "rank":
         rank(args.root.resolve(), args.output or RANKS)
     elif args.command == "gain":
         if not (args.target and args.candidate and args.base):
             cli.error("gain needs --target, --candidate and --base")
-        gain(args.target, args.candidate, args.base, args.seed, args.root.resolve(), args.output or Path("runs/nearness"))
+        gain(args.target, args.candidate, args.base, args.seed, args.root.resolve(), args.output or Path("runs/nearness"),
+             args.results)
     else:
-        print(correlation_report(correlations(read_rows(RANKS), read_rows(GAINS)), args.chosen))
+        print(correlation_report(correlations(read_rows(RANKS), read_rows(args.results)), args.chosen))
 
 
 if __name__ == "__main__":
