@@ -20,6 +20,7 @@ COMMANDS = {  # name: (module, what it does)
     "margin": ("parser.crossing_margin", "choose the crossing margin of decoding on dev"),
     "fetch": ("parser.fetch", "download a UD treebank"),
     "nearness": ("parser.nearness", "rank treebanks by their nearness to a new language's trees and text"),
+    "vectors": ("parser.vectors", "learn word vectors from a language's raw text (for --model.encoder_options.word_vectors)"),
 }
 
 

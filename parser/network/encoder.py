@@ -17,6 +17,7 @@ from objectives.conventions import ConfigurationError
 
 from parser.data.vocab import Vocab
 from parser.network.characters import CharacterEncoder
+from parser.network.word_vectors import VOCABULARY, WordVectors
 from parser.network.pretrained import resolve_model_path
 from parser.network.sentence_lstm import SentenceLSTM
 
@@ -228,6 +229,9 @@ class WordEncoder(nn.Module):
         treebank_embedding: a learned vector for each of ``treebanks`` (and one for any
             other) added to every word's transformer vector (Stymne et al. 2018): a
             multi-treebank parser tells its treebanks apart.
+        word_vectors: a word2vec text file of the language's words (``treeexp vectors``),
+            kept fixed and projected onto every word's transformer vector, the projection
+            starting at zero (:class:`~parser.network.word_vectors.WordVectors`).
         source: a directory with the encoder's ``config.json`` and tokenizer files (as
             written by :meth:`save_files`) to build from instead of ``model``, without
             pretrained weights: a parser checkpoint supplies them.
@@ -250,6 +254,7 @@ class WordEncoder(nn.Module):
         lstm_size: int = 400,
         treebank_embedding: bool = False,
         treebanks: Sequence[str] = (),
+        word_vectors: str | None = None,
         source: str | Path | None = None,
     ) -> None:
         super().__init__()
@@ -277,6 +282,12 @@ class WordEncoder(nn.Module):
             self.treebanks = Vocab([OTHER_TREEBANK, *(t for t in treebanks if t != OTHER_TREEBANK)], unk=OTHER_TREEBANK)
             self.treebank_vectors = nn.Embedding(len(self.treebanks), self.model.config.hidden_size)
             nn.init.zeros_(self.treebank_vectors.weight)
+        self.word_vectors = None
+        if word_vectors:  # a saved parser's vocabulary (its table comes with its weights), else the file's
+            saved = Path(source) / VOCABULARY if source is not None else None
+            hidden = self.model.config.hidden_size
+            self.word_vectors = (WordVectors.from_vocabulary(saved, hidden) if saved is not None and saved.is_file()
+                                 else WordVectors.from_file(word_vectors, hidden))
         self.lstm = None
         self._size = self.model.config.hidden_size + (self.characters.size if self.characters is not None else 0)
         if lstm_layers > 0:
@@ -300,9 +311,11 @@ class WordEncoder(nn.Module):
 
     def save_files(self, directory: str | Path) -> None:
         """Write what rebuilds this encoder without its package or network: the model's
-        ``config.json`` and the tokenizer files (no weights; see ``source``)."""
+        ``config.json``, the tokenizer files and the word vectors' vocabulary (no weights; see ``source``)."""
         self.model.config.save_pretrained(directory)
         self.tokenizer.save_pretrained(directory)
+        if self.word_vectors is not None:
+            self.word_vectors.save_vocabulary(directory)
 
     @property
     def hidden_size(self) -> int:
@@ -339,6 +352,8 @@ class WordEncoder(nn.Module):
         out = out.view(batch, n_words + 1, -1)
         if self.treebank_vectors is not None:
             out = out + self.treebank_vectors(self._treebank_ids(treebanks, batch, out.device)).to(out.dtype)[:, None]
+        if self.word_vectors is not None:
+            out = out + self.word_vectors(words, n_words).to(out.dtype)
         if self.characters is not None:
             out = torch.cat([out, self.characters(words, n_words).to(out.dtype)], dim=-1)
         out = self.dropout(out)

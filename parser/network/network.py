@@ -46,6 +46,9 @@ class EncoderOptions:
             vectors (before the LSTM); a sentence of a treebank not trained on, and one in
             ten training sentences, gets the ``<other>`` vector (``Batch.treebanks``;
             ``Parser.parse(treebank=...)`` and ``parser.predict --treebank`` name one).
+        word_vectors: a word2vec text file of the language's words (``treeexp vectors``),
+            fixed, projected onto the word vectors (before the LSTM) by a projection that
+            starts at zero; saved inside the parser (the file is needed only to train).
     """
 
     pooling: Literal["first", "mean"] = "first"
@@ -59,6 +62,7 @@ class EncoderOptions:
     lstm_layers: int = 0
     lstm_size: int = 400
     treebank_embedding: bool = False
+    word_vectors: str | None = None
 
 
 class VocabularyRows(NamedTuple):

@@ -17,7 +17,7 @@ from parser.network.network import VocabularyRows
 from parser.training.checkpoint import SavedParser
 
 PREFIX = "network."  # the network's weights in a parser's state dict
-OPTIONAL = ("tagger.", "encoder.treebank_vectors.")  # weights one network may have without the other
+OPTIONAL = ("tagger.", "encoder.treebank_vectors.", "encoder.word_vectors.")  # weights one network may have without the other
 
 
 def start_from(network: Network, encoder: str, saved: SavedParser, path: str | Path) -> None:
