@@ -126,6 +126,13 @@ class Network(nn.Module):
                 "treebanks", self.encoder.treebanks.itos, lambda name: self.encoder.treebanks.unk)
         return rows
 
+    def character_inputs(self) -> list[str]:
+        """The weights that read the character vectors, in their columns after the transformer's:
+        the first LSTM layer's (none without characters or an LSTM)."""
+        if self.encoder.characters is None or self.encoder.lstm is None:
+            return []
+        return [f"encoder.lstm.lstm.weight_ih_l0{side}" for side in ("", "_reverse")]
+
     def parts(self) -> list[Tensor]:
         """Every parameter and floating-point buffer, in a fixed order (a moving average's)."""
         return [*self.parameters(), *(b for b in self.buffers() if b.is_floating_point())]

@@ -2,12 +2,15 @@
 base on a new treebank. Every weight is copied by name; the rows of a parameter sized by a
 vocabulary (labels, treebanks: ``Network.vocabulary_rows``) are matched by name, and a name
 the saved parser lacks starts from its fallback's row (a label's universal part, ``obl`` for
-``obl:tmod``; the learned vector of unseen treebanks), else from its fresh row."""
+``obl:tmod``; the learned vector of unseen treebanks), else from its fresh row. Features the
+saved parser lacks start silent: word vectors through a projection at zero, character vectors
+through zero columns of the weights that read them (``Network.character_inputs``)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import torch
 from torch import Tensor
 
 from objectives.conventions import ConfigurationError
@@ -17,7 +20,7 @@ from parser.network.network import VocabularyRows
 from parser.training.checkpoint import SavedParser
 
 PREFIX = "network."  # the network's weights in a parser's state dict
-OPTIONAL = ("tagger.", "encoder.treebank_vectors.", "encoder.word_vectors.")  # weights one network may have without the other
+OPTIONAL = ("tagger.", "encoder.treebank_vectors.", "encoder.word_vectors.", "encoder.characters.")  # weights one network may have without the other
 
 
 def start_from(network: Network, encoder: str, saved: SavedParser, path: str | Path) -> None:
@@ -35,12 +38,16 @@ def start_from(network: Network, encoder: str, saved: SavedParser, path: str | P
         if only := [key for key in ours if key not in theirs and not key.startswith(OPTIONAL)]:
             raise mismatch(f"weights {where}: {', '.join(only[:4])}{' ...' if len(only) > 4 else ''}")
     rows = network.vocabulary_rows()
+    widened = set() if any(key.startswith("encoder.characters.") for key in source) else set(network.character_inputs())
     weights = {}
     for key, value in target.items():
         if key not in source:
             weights[key] = value
         elif key in rows:
             weights[key] = _rows_by_name(value, source[key], saved.hparams.get(rows[key].hparam) or [], rows[key])
+        elif key in widened and source[key].shape[:-1] == value.shape[:-1] and source[key].shape[-1] < value.shape[-1]:
+            weights[key] = torch.cat([source[key].to(value.dtype), value.new_zeros(
+                *value.shape[:-1], value.shape[-1] - source[key].shape[-1])], -1)  # the characters' columns: zero
         elif source[key].shape != value.shape:
             raise mismatch(f"{key} is {tuple(source[key].shape)} there, {tuple(value.shape)} here")
         else:

@@ -127,3 +127,4 @@ def test_vectors_are_learned_from_text_tokenised_or_raw(ud_dir, tmp_path, capsys
         with pytest.raises(SystemExit) as stop:
             vectors.main([*arguments, "--output", str(tmp_path / "d.vec")])
         assert stop.value.code == 2 and message in capsys.readouterr().err
+
