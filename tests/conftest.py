@@ -94,3 +94,43 @@ def fake_runs(monkeypatch, las: float = 40.0) -> list[list[str]]:
 def fake_training(monkeypatch) -> list[list[str]]:
     """:func:`fake_runs` for a test."""
     return fake_runs(monkeypatch)
+
+
+def first_trees(ud_dir: Path, treebank: str, count: int, path: Path) -> Path:
+    """The first ``count`` training trees of a UD treebank, written to ``path``."""
+    text = next((ud_dir / treebank).glob("*-ud-train.conllu")).read_text(encoding="utf-8")
+    path.write_text("\n\n".join(text.split("\n\n")[:count]) + "\n\n", encoding="utf-8")
+    return path
+
+
+def fit_briefly(model, trees: Path, folder: Path, steps: int = 2):
+    """``model`` trained ``steps`` steps on ``trees`` (also its dev set), in eval mode."""
+    from lightning.pytorch import Trainer
+
+    from parser.data.datamodule import DependencyDataModule
+
+    data = DependencyDataModule(treebank=None, train=str(trees), dev=str(trees), batch_tokens=400)
+    Trainer(max_steps=steps, default_root_dir=folder, logger=False, enable_progress_bar=False, enable_model_summary=False,
+            num_sanity_val_steps=0, limit_val_batches=1).fit(model, data)
+    return model.eval()
+
+
+def started_without_feature(encoder_dir: Path, trees: Path, folder: Path, before, after):
+    """A tiny parser trained with encoder options ``before`` and saved, and one with ``after`` (a
+    feature more) started from it (``--model.init``), trained with learning rates 0: both parse
+    ``trees``' first sentences alike (asserted); (the first, the second)."""
+    from objectives.likelihood import Likelihood
+    from parser.data.sentences import read_conllu
+    from parser.model import Parser
+    from parser.network import Heads
+    from parser.training.terms import Term
+
+    heads = Heads(arc_size=32, label_size=16)
+    other = fit_briefly(Parser(encoder=str(encoder_dir), encoder_options=before, heads=heads, terms=[Term(Likelihood())],
+                               lr=1e-2, warmup_steps=1), trees, folder)
+    other.save(folder / "other")
+    started = fit_briefly(Parser(encoder=str(encoder_dir), encoder_options=after, heads=heads, terms=[Term(Likelihood())],
+                                 lr=0.0, encoder_lr=0.0, init=str(folder / "other")), trees, folder)
+    sentences = [s.words for s in read_conllu(trees)[:3]]
+    assert [p.heads for p in started.parse(sentences)] == [p.heads for p in other.parse(sentences)]
+    return other, started

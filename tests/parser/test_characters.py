@@ -1,14 +1,10 @@
 import pytest
 import torch
-from lightning.pytorch import Trainer, seed_everything
+from lightning.pytorch import seed_everything
 
-from objectives.likelihood import Likelihood
+from parser.network import EncoderOptions
 from parser.network.characters import CharacterEncoder
-from parser.data.datamodule import DependencyDataModule
-from parser.data.sentences import read_conllu
-from parser.model import Parser
-from parser.network import EncoderOptions, Heads
-from parser.training.terms import Term
+from tests.conftest import first_trees, started_without_feature
 
 
 @pytest.fixture
@@ -56,24 +52,8 @@ def test_a_parser_with_characters_started_from_one_without_parses_as_it_did(tiny
     """--model.init from a parser without character vectors: the LSTM's columns that read them
     start at zero, so with no update the parses are the other parser's."""
     seed_everything(0)
-    treebank = tmp_path / "train.conllu"
-    text = next((ud_dir / "UD_Wolof-WTB").glob("*-ud-train.conllu")).read_text(encoding="utf-8")
-    treebank.write_text("\n\n".join(text.split("\n\n")[:20]) + "\n\n", encoding="utf-8")
-    data = DependencyDataModule(treebank=None, train=str(treebank), dev=str(treebank), batch_tokens=400)
-    heads = Heads(arc_size=32, label_size=16)
-
-    def fit(model: Parser) -> Parser:
-        Trainer(max_steps=2, default_root_dir=tmp_path, logger=False, enable_progress_bar=False,
-                enable_model_summary=False, num_sanity_val_steps=0, limit_val_batches=1).fit(model, data)
-        return model.eval()
-
-    other = fit(Parser(encoder=str(tiny_bert_dir), encoder_options=EncoderOptions(lstm_layers=1, lstm_size=16),
-                       heads=heads, terms=[Term(Likelihood())], lr=1e-2, warmup_steps=1))
-    other.save(tmp_path / "other")
-    options = EncoderOptions(lstm_layers=1, lstm_size=16, characters=8)
-    started = fit(Parser(encoder=str(tiny_bert_dir), encoder_options=options, heads=heads, terms=[Term(Likelihood())],
-                         lr=0.0, encoder_lr=0.0, init=str(tmp_path / "other")))
+    trees = first_trees(ud_dir, "UD_Wolof-WTB", 20, tmp_path / "train.conllu")
+    other, started = started_without_feature(tiny_bert_dir, trees, tmp_path, EncoderOptions(lstm_layers=1, lstm_size=16),
+                                             EncoderOptions(lstm_layers=1, lstm_size=16, characters=8))
     weight = started.network.encoder.lstm.lstm.weight_ih_l0
     assert weight.shape[1] == other.network.encoder.lstm.lstm.weight_ih_l0.shape[1] + 8 and not weight[:, -8:].any()
-    sentences = [s.words for s in read_conllu(treebank)[:3]]
-    assert [p.heads for p in started.parse(sentences)] == [p.heads for p in other.parse(sentences)]

@@ -5,16 +5,16 @@ from pathlib import Path
 
 import pytest
 import torch
-from lightning.pytorch import Trainer, seed_everything
+from lightning.pytorch import seed_everything
 
 from objectives.conventions import ConfigurationError
 from objectives.likelihood import Likelihood
-from parser.data.datamodule import DependencyDataModule
 from parser.data.sentences import read_conllu
 from parser.model import Parser
 from parser.network import EncoderOptions, Heads
 from parser.network.word_vectors import WordVectors, read_vectors
 from parser.training.terms import Term
+from tests.conftest import first_trees, fit_briefly, started_without_feature
 
 
 def write_vectors(path: Path, words: list[str], size: int = 3) -> Path:
@@ -51,23 +51,18 @@ def test_a_parser_keeps_its_word_vectors_inside_its_checkpoint(tiny_bert_dir, ud
     """Trained with the vectors (the projection moves), saved, and loaded with the .vec file gone:
     the same parses."""
     seed_everything(0)
-    treebank = tmp_path / "train.conllu"
-    text = next((ud_dir / "UD_Wolof-WTB").glob("*-ud-train.conllu")).read_text(encoding="utf-8")
-    treebank.write_text("\n\n".join(text.split("\n\n")[:20]) + "\n\n", encoding="utf-8")
-    words = sorted({w for s in read_conllu(treebank) for w in s.words})
+    trees = first_trees(ud_dir, "UD_Wolof-WTB", 20, tmp_path / "train.conllu")
+    words = sorted({w for s in read_conllu(trees) for w in s.words})
     vec = write_vectors(tmp_path / "wolof.vec", words, size=8)
-    data = DependencyDataModule(treebank=None, train=str(treebank), dev=str(treebank), batch_tokens=400)
     model = Parser(encoder=str(tiny_bert_dir), encoder_options=EncoderOptions(word_vectors=str(vec)),
                    heads=Heads(arc_size=32, label_size=16), terms=[Term(Likelihood())], lr=1e-2, warmup_steps=1)
-    trainer = Trainer(max_steps=3, default_root_dir=tmp_path, logger=False, enable_progress_bar=False,
-                      enable_model_summary=False, num_sanity_val_steps=0, limit_val_batches=1)
-    trainer.fit(model, data)
+    fit_briefly(model, trees, tmp_path, steps=3)
     assert model.network.encoder.word_vectors.projection.weight.abs().sum() > 0
     ckpt = tmp_path / "parser.ckpt"
-    trainer.save_checkpoint(ckpt)
+    model.trainer.save_checkpoint(ckpt)
     saved = model.save(tmp_path / "saved")
-    sentences = [s.words for s in read_conllu(treebank)[:3]]
-    expected = [p.heads for p in model.eval().parse(sentences)]
+    sentences = [s.words for s in read_conllu(trees)[:3]]
+    expected = [p.heads for p in model.parse(sentences)]
     vec.unlink()
     for path in (ckpt, saved):
         loaded = Parser.load(path)
@@ -80,25 +75,11 @@ def test_a_parser_started_from_one_without_vectors_parses_as_it_did(tiny_bert_di
     """--model.init from a parser without word vectors: the projection starts at zero, so with no
     update (learning rates 0) the parses are the other parser's."""
     seed_everything(0)
-    treebank = tmp_path / "train.conllu"
-    text = next((ud_dir / "UD_Wolof-WTB").glob("*-ud-train.conllu")).read_text(encoding="utf-8")
-    treebank.write_text("\n\n".join(text.split("\n\n")[:20]) + "\n\n", encoding="utf-8")
-    vec = write_vectors(tmp_path / "wolof.vec", sorted({w for s in read_conllu(treebank) for w in s.words}), size=8)
-    data = DependencyDataModule(treebank=None, train=str(treebank), dev=str(treebank), batch_tokens=400)
-    heads = Heads(arc_size=32, label_size=16)
-
-    def fit(model: Parser) -> Parser:
-        Trainer(max_steps=2, default_root_dir=tmp_path, logger=False, enable_progress_bar=False,
-                enable_model_summary=False, num_sanity_val_steps=0, limit_val_batches=1).fit(model, data)
-        return model.eval()
-
-    other = fit(Parser(encoder=str(tiny_bert_dir), heads=heads, terms=[Term(Likelihood())], lr=1e-2, warmup_steps=1))
-    other.save(tmp_path / "other")
-    started = fit(Parser(encoder=str(tiny_bert_dir), encoder_options=EncoderOptions(word_vectors=str(vec)), heads=heads,
-                         terms=[Term(Likelihood())], lr=0.0, encoder_lr=0.0, init=str(tmp_path / "other")))
-    sentences = [s.words for s in read_conllu(treebank)[:3]]
+    trees = first_trees(ud_dir, "UD_Wolof-WTB", 20, tmp_path / "train.conllu")
+    vec = write_vectors(tmp_path / "wolof.vec", sorted({w for s in read_conllu(trees) for w in s.words}), size=8)
+    _, started = started_without_feature(tiny_bert_dir, trees, tmp_path, EncoderOptions(),
+                                         EncoderOptions(word_vectors=str(vec)))
     assert started.network.encoder.word_vectors.table.abs().sum() > 0
-    assert [p.heads for p in started.parse(sentences)] == [p.heads for p in other.parse(sentences)]
 
 
 def test_vectors_are_learned_from_text_tokenised_or_raw(ud_dir, tmp_path, capsys):
