@@ -19,6 +19,7 @@ Without ``--raw``, the target file's sentences after the first K are the raw tex
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
@@ -114,6 +115,16 @@ def subword_overlap(target: Profile, candidate: Profile) -> float:
 MEASURE_FUNCTIONS = {"upos_ngrams": upos_ngrams, "head_direction": head_direction, "subword_overlap": subword_overlap}
 
 
+@functools.cache
+def e5_pieces():
+    """multilingual-e5-small's tokenizer, loaded once a process."""
+    from transformers import AutoTokenizer
+
+    from parser.network.pretrained import resolve_model_path
+
+    return AutoTokenizer.from_pretrained(resolve_model_path("multilingual-e5-small"))
+
+
 class Tokenizer:
     """Words to the tokens ``subword_overlap`` counts: multilingual-e5-small's pieces (``e5``) or
     the words themselves (``words``)."""
@@ -121,11 +132,7 @@ class Tokenizer:
     def __init__(self, kind: str = "e5"):
         self.kind = kind
         if kind == "e5":
-            from transformers import AutoTokenizer
-
-            from parser.network.pretrained import resolve_model_path
-
-            self.pieces = AutoTokenizer.from_pretrained(resolve_model_path("multilingual-e5-small"))
+            self.pieces = e5_pieces()
         elif kind != "words":
             raise ConfigurationError(f"tokens must be 'e5' or 'words', not {kind!r}")
 

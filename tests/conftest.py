@@ -50,6 +50,15 @@ def ud_dir() -> Path:
     return path
 
 
+@pytest.fixture(scope="session")
+def wolof_tokenizer(ud_dir, tmp_path_factory) -> Path:
+    """A UDPipe tokenizer learned from the first 50 Wolof-WTB training trees in one epoch."""
+    from parser.data.tokenizer import train_tokenizer
+
+    train = next((ud_dir / "UD_Wolof-WTB").glob("*-ud-train.conllu"))
+    return train_tokenizer(train, tmp_path_factory.mktemp("tokenizer") / "wolof.udpipe", sentences=50, epochs=1)
+
+
 DEVICES = ["cpu", *(["cuda"] if torch.cuda.is_available() else [])]
 
 

@@ -178,7 +178,7 @@ stages:
 
 
 def test_relatives_are_the_treebanks_nearest_the_target_ranked_once_sharing_part_of_every_epoch(
-        ud_dir, tmp_path, capsys, fake_training):
+        ud_dir, tmp_path, capsys, fake_training, wolof_tokenizer):
     """A stage with relatives trains beside the N treebanks nearest the target's labeled trees and
     raw text (here the rest of its file), ranked once into OUTPUT/nearness.json, the nearer
     drawn more; a dry run before the ranking names it."""
@@ -211,9 +211,9 @@ def test_relatives_are_the_treebanks_nearest_the_target_ranked_once_sharing_part
     assert sorted(row["treebank"] for row in chosen) == ["UD_English-EWT", "UD_Yoruba-YTB"]
     (output / "nearness.json").unlink()  # raw text read through the target's tokenizer
     raw = tmp_path / "wolof.txt"
-    raw.write_text(" ".join(s.tokenlist.metadata["text"] for s in read_conllu(train, trees=False)[10:]) + "\n")
-    learned = tokenizer.train_tokenizer(train, tmp_path / "tokenizer.udpipe", sentences=10, epochs=1)
-    from_raw = pipeline.nearest_treebanks(train, 10, (str(raw), learned), str(root), None, output, print)
+    dev = read_conllu(root / "UD_Tiny" / "tiny-ud-dev.conllu", trees=False)
+    raw.write_text(" ".join(s.tokenlist.metadata["text"] for s in dev) + "\n")
+    from_raw = pipeline.nearest_treebanks(train, 10, (str(raw), wolof_tokenizer), str(root), None, output, print)
     assert from_raw[0]["treebank"] == "UD_Wolof-Other" and from_raw != rows  # other text, other overlaps
     for value in ("{nearest: 0, share: 0.5}", "{nearest: 2, share: 1.0}", "3"):
         path.write_text(RELATIVES.replace("{nearest: 2, share: 0.5}", value))

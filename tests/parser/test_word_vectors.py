@@ -82,9 +82,8 @@ def test_a_parser_started_from_one_without_vectors_parses_as_it_did(tiny_bert_di
     assert started.network.encoder.word_vectors.table.abs().sum() > 0
 
 
-def test_vectors_are_learned_from_text_tokenised_or_raw(ud_dir, tmp_path, capsys):
+def test_vectors_are_learned_from_text_tokenised_or_raw(ud_dir, tmp_path, capsys, wolof_tokenizer):
     from parser import vectors
-    from parser.data.tokenizer import train_tokenizer
 
     train = next((ud_dir / "UD_Wolof-WTB").glob("*-ud-train.conllu"))
     sentences = read_conllu(train, trees=False)[:200]
@@ -99,8 +98,7 @@ def test_vectors_are_learned_from_text_tokenised_or_raw(ud_dir, tmp_path, capsys
     assert again.read_bytes() == (tmp_path / "a.vec").read_bytes()  # one seed, one file
     raw = tmp_path / "wolof_raw.txt"
     raw.write_text(" ".join(s.tokenlist.metadata["text"] for s in sentences) + "\n", encoding="utf-8")
-    tokenizer = train_tokenizer(train, tmp_path / "tokenizer.udpipe", sentences=50, epochs=1)
-    vectors.main([str(raw), "--tokenizer", str(tokenizer), "--output", str(tmp_path / "c.vec"), "--size", "8",
+    vectors.main([str(raw), "--tokenizer", str(wolof_tokenizer), "--output", str(tmp_path / "c.vec"), "--size", "8",
                   "--epochs", "1"])
     assert "ci" in read_vectors(tmp_path / "c.vec")[0]
     for arguments, message in (([str(tmp_path / "none.txt")], "none.txt"), ([str(text), "--min-count", "100000"],
