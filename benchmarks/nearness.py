@@ -37,13 +37,10 @@ import numpy as np
 import yaml
 
 from benchmarks.common import ROOT, ROWS, TARGETS, add_root_option, append_row, markdown_table, portable, provenance, read_rows
+from benchmarks.features import TREES, fine_tuned
 from parser.data.datamodule import treebank_file
 from parser.nearness import CANDIDATE_WORDS, MEASURES, SIMILARITIES, mean_ranks
-from parser.pipeline import test_scores
-from parser.runs import config_path, fit
-from parser.training.callbacks import MONITOR
 
-TREES = 100
 SHARE = 0.5  # of every epoch, the candidate's
 RANKS = ROWS / "nearness.jsonl"
 GAINS = ROWS / "nearness_gains.jsonl"
@@ -77,30 +74,15 @@ def rank(root: Path, output: Path) -> None:
     print(f"{len(rows)} rows -> {output}")
 
 
-def fine_tuned(target: str, candidate: str | None, base: str, seed: int, root: Path, output: Path) -> dict:
-    """The base fine-tuned on the target's first 100 trees (with ``candidate`` at ``SHARE``): its
-    run's dev and test LAS, cost and provenance (a finished run reused)."""
-    folder = output / target / (candidate or "alone") / f"seed{seed}"
-    overrides = ["--data.treebank", target, "--data.root", str(root), "--model.init", base,
-                 "--data.labeled_size", str(TREES), "--data.dev_size", str(TREES),
-                 "--seed_everything", str(seed), "--data.seed", str(seed),
-                 *(["--data.relatives", json.dumps({candidate: SHARE})] if candidate else [])]
-    run = fit(config_path("transfer.yaml"), overrides, folder)
-    test = test_scores(run.best, treebank_file(target, "test", root), folder / "test.conllu")
-    usage = run.usage()
-    return {"dev_las": round(run.dev()[MONITOR], 2), "test_las": round(test["las"], 2),
-            "cpu_minutes": round(usage["cpu_seconds"] / 60, 1) if usage else None, **run.provenance()}
-
-
 def gain(target: str, names: list[str], base: str, seed: int, root: Path, output: Path,
          results: Path = GAINS) -> list[dict]:
     """A row per candidate, appended to ``results``: its fine-tuning's dev and test LAS beside the
     target alone's, their gains."""
-    alone = fine_tuned(target, None, base, seed, root, output)
+    alone = fine_tuned(target, "alone", [], base, seed, root, output)
     print(f"{target} alone: dev {alone['dev_las']:.2f} test {alone['test_las']:.2f}", flush=True)
     rows = []
     for name in names:
-        mixed = fine_tuned(target, name, base, seed, root, output)
+        mixed = fine_tuned(target, name, ["--data.relatives", json.dumps({name: SHARE})], base, seed, root, output)
         row = portable({"target": target, "candidate": name, "trees": TREES, "share": SHARE, "seed": seed, **mixed,
                         "dev_gain": round(mixed["dev_las"] - alone["dev_las"], 2),
                         "test_gain": round(mixed["test_las"] - alone["test_las"], 2),

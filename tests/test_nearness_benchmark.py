@@ -4,14 +4,14 @@ import json
 
 import pytest
 
-from benchmarks import nearness
+from benchmarks import features, nearness
 
 
 def test_a_gain_is_the_fine_tuning_with_the_candidate_over_the_target_alone(tmp_path, monkeypatch, fake_training):
     """The alone run once, one run per candidate with it at half of every epoch, the differences recorded."""
-    monkeypatch.setattr(nearness, "test_scores", lambda checkpoint, test, scratch: {
+    monkeypatch.setattr(features, "test_scores", lambda checkpoint, test, scratch: {
         "uas": 0.0, "las": 60.0 if "UD_Near" in str(checkpoint) else 55.0})
-    monkeypatch.setattr(nearness, "treebank_file", lambda treebank, split, root: tmp_path / f"{treebank}-{split}.conllu")
+    monkeypatch.setattr(features, "treebank_file", lambda treebank, split, root: tmp_path / f"{treebank}-{split}.conllu")
     rows = nearness.gain("UD_T", ["UD_Near", "UD_Far"], "base.ckpt", 1, tmp_path, tmp_path / "runs", tmp_path / "gains.jsonl")
     assert len(fake_training) == 3 and "--data.relatives" not in fake_training[0]
     assert json.loads(fake_training[1][fake_training[1].index("--data.relatives") + 1]) == {"UD_Near": 0.5}

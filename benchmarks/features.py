@@ -1,0 +1,138 @@
+"""What one more thing adds to a target's 100-tree fine-tuning: character vectors, its nearest
+treebanks beside it, word vectors of its own text.
+
+    OMP_NUM_THREADS=1 python -m benchmarks.features run --target UD_Welsh-CCG [UD_X ...] --feature characters \\
+        --base runs/base/multilingual_base/version_0/checkpoints/best.ckpt [--seed 1] [--output runs/features]
+    python -m benchmarks.features report
+
+``run``: the base fine-tuned on the target's first 100 trees as ``configs/transfer.yaml`` does (400
+steps, chosen on the first 100 dev trees), once alone and once with the feature; a row per target
+in ``docs/results/language_features.jsonl`` with both runs' dev LAS (what a user with 100 trees can
+measure) and test LAS and their differences. The features:
+
+- ``characters``: ``--model.encoder_options.characters 64`` (the LSTM's columns for them start at zero);
+- ``relatives``: the 3 treebanks nearest the target (``treeexp nearness`` on its 100 trees and the
+  rest of its train file as raw text, among every other treebank under ``--root``, ranked once into
+  OUTPUT/TARGET/nearness.json) sharing half of every epoch by nearness, as
+  ``configs/pipelines/transfer_relatives.yaml``'s fine-tuning does;
+- ``characters+relatives``: both;
+- ``word_vectors``: ``--model.encoder_options.word_vectors`` ``--vectors`` (a ``treeexp vectors`` file).
+
+Runs in OUTPUT/TARGET/FEATURE/seedS (alone: ``alone``), reused once finished. ``report``: the table
+of the rows, a feature's mean gains and the targets where it gains on dev.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+from collections import defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+
+from benchmarks.common import ROWS, add_root_option, append_row, markdown_table, portable, read_rows
+from parser.data.datamodule import treebank_file
+from parser.pipeline import nearest_treebanks, test_scores
+from parser.runs import config_path, fit
+from parser.training.callbacks import MONITOR
+
+TREES = 100
+CHARACTERS = 64
+NEAREST, SHARE = 3, 0.5  # configs/pipelines/transfer_relatives.yaml
+FEATURES = ("characters", "relatives", "characters+relatives", "word_vectors")
+RESULTS = ROWS / "language_features.jsonl"
+
+
+def fine_tuned(target: str, name: str, extra: Sequence[str], base: str, seed: int, root: Path, output: Path) -> dict:
+    """The base fine-tuned on the target's first 100 trees with the ``extra`` overrides, in
+    OUTPUT/TARGET/NAME/seedS: its run's dev and test LAS, cost and provenance (a finished run reused)."""
+    folder = output / target / name / f"seed{seed}"
+    overrides = ["--data.treebank", target, "--data.root", str(root), "--model.init", base,
+                 "--data.labeled_size", str(TREES), "--data.dev_size", str(TREES),
+                 "--seed_everything", str(seed), "--data.seed", str(seed), *extra]
+    run = fit(config_path("transfer.yaml"), overrides, folder)
+    test = test_scores(run.best, treebank_file(target, "test", root), folder / "test.conllu")
+    usage = run.usage()
+    return {"dev_las": round(run.dev()[MONITOR], 2), "test_uas": round(test["uas"], 2), "test_las": round(test["las"], 2),
+            "cpu_minutes": round(usage["cpu_seconds"] / 60, 1) if usage else None, **run.provenance()}
+
+
+def overrides(feature: str, target: str, root: Path, output: Path, vectors: Path | None) -> list[str]:
+    """The fine-tuning's overrides that add ``feature``."""
+    extra = []
+    if "characters" in feature:
+        extra += ["--model.encoder_options.characters", str(CHARACTERS)]
+    if "relatives" in feature:
+        from parser.nearness import relative_shares
+
+        train = treebank_file(target, "train", root)
+        ranked = nearest_treebanks(train, TREES, None, str(root), None, output / target, print)
+        shares = relative_shares(ranked, NEAREST, SHARE)
+        extra += ["--data.relatives", json.dumps({name: round(share, 4) for name, share in shares.items()})]
+    if feature == "word_vectors":
+        extra += ["--model.encoder_options.word_vectors", str(vectors)]
+    return extra
+
+
+def run(targets: Sequence[str], feature: str, base: str, seed: int, root: Path, output: Path,
+        vectors: Path | None = None, results: Path = RESULTS) -> list[dict]:
+    """A row per target, appended to ``results``: the fine-tuning with ``feature`` beside it alone."""
+    rows = []
+    for target in targets:
+        alone = fine_tuned(target, "alone", [], base, seed, root, output)
+        added = fine_tuned(target, feature, overrides(feature, target, root, output, vectors), base, seed, root, output)
+        row = portable({"treebank": target, "trees": TREES, "stage": "finetuned", "feature": feature, "seed": seed,
+                        **added, "dev_gain": round(added["dev_las"] - alone["dev_las"], 2),
+                        "test_gain": round(added["test_las"] - alone["test_las"], 2),
+                        "without": {key: alone[key] for key in ("dev_las", "test_las", "command", "commit")}},
+                       {str(root): "$UD_DIR"})
+        append_row(results, row)
+        rows.append(row)
+        print(f"{target} + {feature}: dev {row['dev_gain']:+.2f} test {row['test_gain']:+.2f}", flush=True)
+    return rows
+
+
+def report(rows: list[dict]) -> str:
+    """Per feature and target: dev and test LAS with it and their gains (mean over seeds), then the
+    feature's mean gains and on how many targets it gains on dev."""
+    found = defaultdict(lambda: defaultdict(list))
+    for row in rows:
+        found[row["feature"]][row["treebank"]].append(row)
+    table = []
+    for feature, targets in found.items():
+        dev, test = [], []
+        for target, runs in sorted(targets.items()):
+            dev.append(statistics.mean(r["dev_las"] - r["without"]["dev_las"] for r in runs))
+            test.append(statistics.mean(r["test_las"] - r["without"]["test_las"] for r in runs))
+            table.append([feature, target, len(runs), f"{statistics.mean(r['dev_las'] for r in runs):.2f}",
+                          f"{dev[-1]:+.2f}", f"{statistics.mean(r['test_las'] for r in runs):.2f}", f"{test[-1]:+.2f}"])
+        table.append([f"**{feature}, mean**", f"gains on dev: {sum(d > 0 for d in dev)} of {len(dev)}", "", "",
+                      f"{statistics.mean(dev):+.2f}", "", f"{statistics.mean(test):+.2f}"])
+    return markdown_table(["feature", "target", "seeds", "dev LAS", "dev gain", "test LAS", "test gain"], table, "llrrrrr")
+
+
+def main(argv: list[str] | None = None) -> None:
+    cli = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    cli.add_argument("command", choices=("run", "report"))
+    add_root_option(cli)
+    cli.add_argument("--target", nargs="+", help="run: the target treebanks")
+    cli.add_argument("--feature", choices=FEATURES, help="run: what is added to the fine-tuning")
+    cli.add_argument("--base", help="run: the multilingual base's checkpoint")
+    cli.add_argument("--vectors", type=Path, help="run, word_vectors: the word2vec text file")
+    cli.add_argument("--seed", type=int, default=1)
+    cli.add_argument("--output", type=Path, default=Path("runs/features"), help="run: the runs' folder")
+    cli.add_argument("--results", type=Path, default=RESULTS, help="the rows' file")
+    args = cli.parse_args(argv)
+    if args.command == "report":
+        print(report(read_rows(args.results)))
+        return
+    if not (args.target and args.feature and args.base):
+        cli.error("run needs --target, --feature and --base")
+    if args.feature == "word_vectors" and not args.vectors:
+        cli.error("--feature word_vectors needs --vectors")
+    run(args.target, args.feature, args.base, args.seed, args.root.resolve(), args.output, args.vectors, args.results)
+
+
+if __name__ == "__main__":
+    main()
