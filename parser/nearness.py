@@ -112,6 +112,10 @@ def subword_overlap(target: Profile, candidate: Profile) -> float:
     return sum(n for token, n in target.tokens.items() if token in candidate.tokens) / total if total else 0.0
 
 
+class NoCandidates(ConfigurationError):
+    """Nothing to rank: no treebank but the target's own among the candidates."""
+
+
 MEASURE_FUNCTIONS = {"upos_ngrams": upos_ngrams, "head_direction": head_direction, "subword_overlap": subword_overlap}
 
 
@@ -209,7 +213,7 @@ def rank(target: Sequence[Sentence], raw: Sequence[Sentence], candidates: dict[s
     if unknown or not measures:
         raise ConfigurationError(f"measures must be among {', '.join(MEASURES)}, not {', '.join(unknown) or 'none'}")
     if not candidates:
-        raise ConfigurationError("no candidate treebanks")
+        raise NoCandidates("no candidate treebanks")
     if "subword_overlap" in measures and not raw:
         raise ConfigurationError("subword_overlap needs raw text: give --raw, or fewer --trees than the target file has")
     tokenizer = Tokenizer(tokens) if "subword_overlap" in measures else None

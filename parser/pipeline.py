@@ -246,24 +246,32 @@ def nearest_treebanks(train: Path, trees: int | None, raw: tuple[str, Path] | No
     """``OUTPUT/nearness.json``: the treebanks under ``root`` (``candidates``: those, treebank
     folders or languages) ranked by :func:`parser.nearness.rank_target` for ``train``'s first
     ``trees`` trees and the raw text (``raw``, its first ``RAW_SENTENCES`` sentences read through
-    its tokenizer; without: the rest of ``train``), ranked once (reused where it exists); its rows, nearest first."""
+    its tokenizer; without: the rest of ``train``), ranked once (reused where it exists); its rows,
+    nearest first ([] where the target's is the only treebank: its stages then read its trees alone)."""
     path = output / NEARNESS
     if path.is_file():
         ranked = json.loads(path.read_text(encoding="utf-8"))
         say(f"relatives: ranked in {path} (reused)")
     else:
         from parser.data.stream import Source
-        from parser.nearness import candidate_folders, rank_target
+        from parser.nearness import NoCandidates, candidate_folders, rank_target
 
         folder = default_root() if root is None else Path(root)
         names = None if candidates is None else [f.name if f.parent.resolve() == folder.resolve() else str(f)
                                                  for name in candidates for f in candidate_folders(name, folder)]
         text = None if raw is None else [s for s in islice(Source(raw[0], tokenizer=str(raw[1])).sentences(), RAW_SENTENCES)
                                          if not isinstance(s, ConlluError)]
-        ranked = [r.row() for r in rank_target(train, trees, text, folder, names)]
+        try:
+            ranked = [r.row() for r in rank_target(train, trees, text, folder, names)]
+        except NoCandidates:
+            ranked = []
         output.mkdir(parents=True, exist_ok=True)
         write_whole(path, json.dumps(ranked, ensure_ascii=False, indent=1) + "\n")
-    say("relatives: nearest " + ", ".join(f"{r['treebank']} ({r['mean_rank']:.2f})" for r in ranked[:5]) + ", ...")
+    if ranked:
+        say("relatives: nearest " + ", ".join(f"{r['treebank']} ({r['mean_rank']:.2f})" for r in ranked[:5]) + ", ...")
+    else:
+        say(f"relatives: no treebank under {root or default_root()} but the target's: the stages with relatives read "
+            "the target's trees alone")
     return ranked
 
 
@@ -456,7 +464,8 @@ def run(pipeline: Pipeline, treebank: str, output: Path, root: str | None = None
                            if trees is not None and stage.data == "target" else []),
                          *(["--data.unlabeled", raw[0], "--data.unlabeled_tokenizer", str(raw[1])]
                            if raw and stage.data == "target" and reads_text(stage) else []),
-                         *(["--data.relatives", relatives_option(stage.relatives, ranked)] if stage.relatives else [])]
+                         *(["--data.relatives", relatives_option(stage.relatives, ranked)]
+                           if stage.relatives and ranked != [] else [])]
             configs = [config_path(name) for name in stage.configs()]
             if dry_run:
                 say(shell_line(fit_command(configs[0], overrides, folder)))

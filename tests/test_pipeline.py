@@ -215,6 +215,12 @@ def test_relatives_are_the_treebanks_nearest_the_target_ranked_once_sharing_part
     raw.write_text(" ".join(s.tokenlist.metadata["text"] for s in dev) + "\n")
     from_raw = pipeline.nearest_treebanks(train, 10, (str(raw), wolof_tokenizer), str(root), None, output, print)
     assert from_raw[0]["treebank"] == "UD_Wolof-Other" and from_raw != rows  # other text, other overlaps
+    alone = tiny_treebank(ud_dir, tmp_path / "alone")  # no other treebank: the target's trees alone
+    only = alone / "UD_Tiny" / "tiny-ud-train.conllu"
+    assert pipeline.nearest_treebanks(only, 10, None, str(alone), None, tmp_path / "out2", print) == []
+    assert "no treebank under" in capsys.readouterr().out
+    pipeline.run(pipeline.read_pipeline(path), "UD_Tiny", tmp_path / "out2", str(alone), trees=10, ranked=[], say=print)
+    assert "--data.relatives" not in fake_training[-1] and len(fake_training) == 2
     for value in ("{nearest: 0, share: 0.5}", "{nearest: 2, share: 1.0}", "3"):
         path.write_text(RELATIVES.replace("{nearest: 2, share: 0.5}", value))
         with pytest.raises(SystemExit) as stop:
