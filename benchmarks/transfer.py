@@ -13,7 +13,9 @@ its command, the commit; the base's run is the zero-shot row; ``dev_trees: K`` w
 was chosen on the first K dev trees, ``--trees K``); a run already recorded for the treebank
 is skipped. ``report`` prints a table per treebank and number of dev trees: mean and spread
 over seeds of each stage; ``protocols`` the recipe chosen on every dev tree beside the same
-chosen on as many dev trees as labeled ones; ``summary`` one line per target beside
+chosen on as many dev trees as labeled ones; ``recipes`` one line per target and recipe (a results file:
+``transfer_relatives.jsonl`` holds the recipe since its fine-tuning reads the 3 nearest treebanks beside the
+target's, issue #56); ``summary`` one line per target beside
 what the target's own trees give (the low-resource grid's rows, else ``new_language.yaml``'s), the
 whole training file and UDPipe 2:
 
@@ -37,6 +39,7 @@ from parser.cli import run_reporting_errors
 from parser.training.callbacks import MONITOR
 
 RESULTS = TRANSFER
+RELATIVES = ROOT / "docs" / "results" / "transfer_relatives.jsonl"  # the recipe's fine-tuning beside the 3 nearest treebanks
 FIGURE = ROOT / "docs" / "figures" / "transfer.png"
 
 
@@ -117,6 +120,38 @@ def protocols(results: Path) -> str:
                            "CPU min (both)"], table, "llrrrr")
 
 
+def run_seed(row: dict) -> int | None:
+    """A row's seed: its own, else (a stage given to the pipeline) its command's ``--seed_everything``."""
+    words = shlex.split(row.get("command") or "")
+    return row["seed"] if row["seed"] is not None else (
+        int(words[words.index("--seed_everything") + 1]) if "--seed_everything" in words else None)
+
+
+def recipes(files: list[Path], trees: int = 100) -> str:
+    """Markdown, a line per target: each recipe's (a results file's) fine-tuned base and student chosen
+    on the first ``trees`` dev trees (test LAS, mean ± sd over the seeds every file has), the last
+    file's student minus the first's, and each recipe's CPU minutes of the two trainings per seed."""
+    found = {path: [r for r in read_rows(path) if r.get("dev_trees") == trees] for path in files}
+    table = []
+    for treebank in TARGETS:
+        mine = {path: [r for r in rows if r["treebank"] == treebank] for path, rows in found.items()}
+        seeds = set.intersection(*({run_seed(r) for r in rows if r["stage"] == "student"} for rows in mine.values()))
+        if not seeds:
+            continue
+        cells, students = [], []
+        for rows in mine.values():
+            kept = [r for r in rows if run_seed(r) in seeds and r["stage"] in ("finetuned", "student")]
+            las = {stage: [r["test_las"] for r in kept if r["stage"] == stage] for stage in ("finetuned", "student")}
+            minutes = sum(r["cpu_minutes"] for r in kept if r.get("cpu_minutes") is not None) / len(seeds)
+            cells += [mean_sd(las["finetuned"], 2, "-"), mean_sd(las["student"], 2, "-"), f"{minutes:.1f}"]
+            students.append(statistics.mean(las["student"]))
+        table.append([treebank.removeprefix("UD_"), len(seeds), *cells, f"{students[-1] - students[0]:+.2f}"])
+    header = ["target", "seeds"]
+    for path in files:
+        header += [f"{path.stem}: fine-tuned", f"{path.stem}: + self-training", f"{path.stem}: CPU min"]
+    return markdown_table([*header, "difference"], table, "lr" + "r" * (len(header) - 1))
+
+
 def summary(found: list[Target]) -> str:
     """Markdown, a line per target: test LAS (mean ± sd over seeds) of the base as it is, the
     target's own 100 trees (supervised, best recipe), the base fine-tuned on them, its noisy
@@ -151,10 +186,12 @@ def figure(found: list[Target], output: Path) -> Path:
 
 def main(argv: list[str] | None = None) -> None:
     cli = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    cli.add_argument("action", choices=["record", "report", "summary", "protocols"])
+    cli.add_argument("action", choices=["record", "report", "summary", "protocols", "recipes"])
     cli.add_argument("--treebank")
     cli.add_argument("--output", type=Path, help="the transfer pipeline's --output folder")
     cli.add_argument("--results", type=Path, default=RESULTS)
+    cli.add_argument("--recipes", type=Path, nargs="+", default=[RESULTS, RELATIVES],
+                     help="recipes: the recipes' results files, the first the one the others are compared with")
     cli.add_argument("--figure", type=Path, default=FIGURE, help="summary: where to draw its figure")
     args = cli.parse_args(argv)
     if args.action == "report":
@@ -162,6 +199,9 @@ def main(argv: list[str] | None = None) -> None:
         return
     if args.action == "protocols":
         print(protocols(args.results))
+        return
+    if args.action == "recipes":
+        print(recipes(args.recipes))
         return
     if args.action == "summary":
         found = targets(args.results)

@@ -100,3 +100,22 @@ def test_protocols_set_the_recipe_chosen_on_every_dev_tree_beside_the_same_on_k(
                                                                     "2", "32.0"]
     assert [cell.strip() for cell in lines[3].split("|")[1:-1]] == ["Wolof-WTB", "first 100", "59.00 (1 seed)",
                                                                     "63.50 (1 seed)", "1", "28.0"]
+
+
+def test_recipes_compare_each_recipes_runs_at_the_seeds_every_file_has(tmp_path):
+    """The fine-tuned base and its student per recipe file at the seeds all files have (a given
+    fine-tuning's seed read from its command), the last recipe's student minus the first's."""
+    def rows(path, runs):
+        path.write_text("".join(json.dumps({"treebank": "UD_Wolof-WTB", "stage": stage, "seed": seed, "test_las": las,
+                                            "cpu_minutes": 10.0, "dev_trees": 100, "command": command}) + "\n"
+                                for stage, seed, las, command in runs))
+        return path
+
+    old = rows(tmp_path / "transfer.jsonl", [("finetuned", 1, 48.0, "x"), ("student", 1, 53.0, "x"),
+                                             ("finetuned", 2, 49.0, "x"), ("student", 2, 54.0, "x")])
+    new = rows(tmp_path / "relatives.jsonl", [("zero-shot", None, 21.0, None),
+                                              ("finetuned", None, 51.0, "python train.py fit --seed_everything 1"),
+                                              ("student", 1, 55.5, "x")])
+    line = transfer.recipes([old, new]).splitlines()[2]
+    assert [cell.strip() for cell in line.split("|")[1:-1]] == ["Wolof-WTB", "1", "48.00", "53.00", "20.0", "51.00",
+                                                                "55.50", "20.0", "+2.50"]
