@@ -14,7 +14,7 @@ measure) and test LAS and their differences. The features:
 - ``relatives``: the 3 treebanks nearest the target (``treeexp nearness`` on its 100 trees and the
   rest of its train file as raw text, among every other treebank under ``--root``, ranked once into
   OUTPUT/TARGET/nearness.json) sharing half of every epoch by nearness, as
-  ``configs/pipelines/transfer_relatives.yaml``'s fine-tuning does;
+  ``configs/pipelines/transfer.yaml``'s fine-tuning does;
 - ``characters+relatives``: both;
 - ``word_vectors``: ``--model.encoder_options.word_vectors`` ``--vectors`` (a ``treeexp vectors`` file).
 
@@ -39,7 +39,7 @@ from parser.training.callbacks import MONITOR
 
 TREES = 100
 CHARACTERS = 64
-NEAREST, SHARE = 3, 0.5  # configs/pipelines/transfer_relatives.yaml
+NEAREST, SHARE = 3, 0.5  # configs/pipelines/transfer.yaml
 FEATURES = ("characters", "relatives", "characters+relatives", "word_vectors")
 RESULTS = ROWS / "language_features.jsonl"
 
