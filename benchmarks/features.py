@@ -82,15 +82,21 @@ def run(targets: Sequence[str], feature: str, base: str, seed: int, root: Path, 
     for target in targets:
         alone = fine_tuned(target, "alone", [], base, seed, root, output)
         added = fine_tuned(target, feature, overrides(feature, target, root, output, vectors), base, seed, root, output)
-        row = portable({"treebank": target, "trees": TREES, "stage": "finetuned", "feature": feature, "seed": seed,
-                        **added, "dev_gain": round(added["dev_las"] - alone["dev_las"], 2),
-                        "test_gain": round(added["test_las"] - alone["test_las"], 2),
-                        "without": {key: alone[key] for key in ("dev_las", "test_las", "command", "commit")}},
-                       {str(root): "$UD_DIR"})
-        append_row(results, row)
-        rows.append(row)
-        print(f"{target} + {feature}: dev {row['dev_gain']:+.2f} test {row['test_gain']:+.2f}", flush=True)
+        rows.append(record_gain({"treebank": target, "trees": TREES, "stage": "finetuned", "feature": feature,
+                                 "seed": seed}, added, alone, "without", root, results, f"{target} + {feature}"))
     return rows
+
+
+def record_gain(head: dict, added: dict, alone: dict, key: str, root: Path, results: Path, label: str) -> dict:
+    """The row ``head`` + the ``added`` run + its dev and test LAS gains over the ``alone`` run (what that was
+    under ``key``), its paths portable, appended to ``results`` and said in a line starting with ``label``."""
+    row = portable({**head, **added, "dev_gain": round(added["dev_las"] - alone["dev_las"], 2),
+                    "test_gain": round(added["test_las"] - alone["test_las"], 2),
+                    key: {name: alone[name] for name in ("dev_las", "test_las", "command", "commit")}},
+                   {str(root): "$UD_DIR"})
+    append_row(results, row)
+    print(f"{label}: dev {row['dev_gain']:+.2f} test {row['test_gain']:+.2f}", flush=True)
+    return row
 
 
 def report(rows: list[dict]) -> str:

@@ -36,8 +36,8 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from benchmarks.common import ROOT, ROWS, TARGETS, add_root_option, append_row, markdown_table, portable, provenance, read_rows
-from benchmarks.features import TREES, fine_tuned
+from benchmarks.common import ROOT, ROWS, TARGETS, add_root_option, markdown_table, portable, provenance, read_rows
+from benchmarks.features import TREES, fine_tuned, record_gain
 from parser.data.datamodule import treebank_file
 from parser.nearness import CANDIDATE_WORDS, MEASURES, SIMILARITIES, mean_ranks
 
@@ -83,14 +83,8 @@ def gain(target: str, names: list[str], base: str, seed: int, root: Path, output
     rows = []
     for name in names:
         mixed = fine_tuned(target, name, ["--data.relatives", json.dumps({name: SHARE})], base, seed, root, output)
-        row = portable({"target": target, "candidate": name, "trees": TREES, "share": SHARE, "seed": seed, **mixed,
-                        "dev_gain": round(mixed["dev_las"] - alone["dev_las"], 2),
-                        "test_gain": round(mixed["test_las"] - alone["test_las"], 2),
-                        "alone": {key: alone[key] for key in ("dev_las", "test_las", "command", "commit")}},
-                       {str(root): "$UD_DIR"})
-        append_row(results, row)
-        rows.append(row)
-        print(f"{target} + {name}: dev {row['dev_gain']:+.2f} test {row['test_gain']:+.2f}", flush=True)
+        rows.append(record_gain({"target": target, "candidate": name, "trees": TREES, "share": SHARE, "seed": seed},
+                                mixed, alone, "alone", root, results, f"{target} + {name}"))
     return rows
 
 
