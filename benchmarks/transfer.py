@@ -43,10 +43,15 @@ RELATIVES = ROOT / "docs" / "results" / "transfer_relatives.jsonl"  # the recipe
 FIGURE = ROOT / "docs" / "figures" / "transfer.png"
 
 
+def option(command: str | None, name: str) -> int | None:
+    """The integer value of the option ``name`` in a run's command, None where it has none."""
+    words = shlex.split(command or "")
+    return int(words[words.index(name) + 1]) if name in words else None
+
+
 def dev_trees(command: str | None) -> int | None:
     """The dev trees a run chose its best checkpoint on (``--data.dev_size K``), None for all."""
-    words = shlex.split(command or "")
-    return int(words[words.index("--data.dev_size") + 1]) if "--data.dev_size" in words else None
+    return option(command, "--data.dev_size")
 
 
 def record(treebank: str, output: Path, results: Path) -> list[dict]:
@@ -122,9 +127,7 @@ def protocols(results: Path) -> str:
 
 def run_seed(row: dict) -> int | None:
     """A row's seed: its own, else (a stage given to the pipeline) its command's ``--seed_everything``."""
-    words = shlex.split(row.get("command") or "")
-    return row["seed"] if row["seed"] is not None else (
-        int(words[words.index("--seed_everything") + 1]) if "--seed_everything" in words else None)
+    return row["seed"] if row["seed"] is not None else option(row.get("command"), "--seed_everything")
 
 
 def recipes(files: list[Path], trees: int = 100) -> str:
