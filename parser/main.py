@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 
 COMMANDS = {  # name: (module, what it does)
@@ -30,6 +31,14 @@ def usage() -> str:
 
 
 def main() -> None:
+    try:
+        run_command()
+    except BrokenPipeError:  # the reader of stdout went away (treeexp parse MODEL TEXT - | head): stop as Unix tools
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # do, and let Python's last flush succeed
+        raise SystemExit(1) from None
+
+
+def run_command() -> None:
     if len(sys.argv) < 2 or sys.argv[1] in ("-h", "--help"):
         print(usage())
         return

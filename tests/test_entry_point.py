@@ -1,11 +1,15 @@
 """``treeexp COMMAND``: the installed command dispatches to each tool."""
 
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from parser import main as entry
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def run(monkeypatch, *argv):
@@ -39,3 +43,15 @@ def test_the_installed_script_runs_from_any_folder(tmp_path):
     if done.returncode == 127 or "not found" in done.stderr:
         pytest.skip("the project is not installed with its scripts")
     assert done.returncode == 0 and "--treebank" in done.stdout
+
+
+def test_a_reader_that_stops_early_gets_no_traceback():
+    """``treeexp ... | head``: output into a pipe nobody reads any more ends quietly (exit 1), as Unix tools do."""
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before the first line is written
+    try:
+        done = subprocess.run([sys.executable, "-m", "parser.main", "--help"], stdout=write, stderr=subprocess.PIPE,
+                              text=True, cwd=ROOT)
+    finally:
+        os.close(write)
+    assert done.returncode == 1 and done.stderr == ""
