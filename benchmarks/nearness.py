@@ -4,7 +4,7 @@ predicts what a treebank adds to the target's fine-tuning.
     OMP_NUM_THREADS=1 python -m benchmarks.nearness rank [--root $UD_DIR] [--output docs/results/nearness.jsonl]
     OMP_NUM_THREADS=1 python -m benchmarks.nearness gain --target UD_Welsh-CCG --candidate UD_Irish-IDT [UD_Y ...] \\
         --base runs/base/multilingual_base/version_0/checkpoints/best.ckpt [--seed 1]
-    python -m benchmarks.nearness correlation --chosen UD_Welsh-CCG UD_Uyghur-UDT UD_Wolof-WTB
+    python -m benchmarks.nearness correlation --chosen UD_Welsh-CCG [--on dev|test]
 
 ``rank``: for each target of :mod:`benchmarks.transfer`, its first 100 train trees, the rest of its
 train file as raw text (the command's default), and as candidates the base parser's treebanks
@@ -20,8 +20,8 @@ measure) and of their test LAS. Runs in ``--output``/TARGET/CANDIDATE/seedS (the
 ``alone``), reused once finished; a row per candidate in ``docs/results/nearness_gains.jsonl``.
 
 ``correlation``: per target with gains, the Spearman correlation between each measure's ranking
-(and the mean rank) and the candidates' dev gains, then their mean over the ``--chosen`` targets
-(where a measure is chosen) and over the others (where it is confirmed).
+(and the mean rank) and the candidates' dev gains (``--on test``: test gains), then their mean over the
+``--chosen`` targets (where a measure is chosen) and over the others (where it is confirmed).
 """
 
 from __future__ import annotations
@@ -94,12 +94,13 @@ def spearman(first: np.ndarray, second: np.ndarray) -> float:
     return float(np.corrcoef(*ranks)[0, 1])
 
 
-def correlations(ranks: list[dict], gains: list[dict]) -> dict[str, dict[str, float]]:
+def correlations(ranks: list[dict], gains: list[dict], on: str = "dev") -> dict[str, dict[str, float]]:
     """Per target with gains of at least three candidates: per measure (and ``mean_rank``) the Spearman
-    correlation of the candidates' nearness (higher nearer) with their mean dev gain over seeds."""
+    correlation of the candidates' nearness (higher nearer) with their mean gain over seeds on ``on``
+    (``"dev"``: the 100 dev trees a user has; ``"test"``: the whole test file, less noisy)."""
     measured = defaultdict(lambda: defaultdict(list))
     for row in gains:
-        measured[row["target"]][row["candidate"]].append(row["dev_gain"])
+        measured[row["target"]][row["candidate"]].append(row[f"{on}_gain"])
     found = {}
     for target, by_candidate in measured.items():
         known = {r["candidate"]: r for r in ranks if r["target"] == target and r["candidate"] in by_candidate}
@@ -138,6 +139,7 @@ def main(argv: list[str] | None = None) -> None:
     cli.add_argument("--seed", type=int, default=1)
     cli.add_argument("--chosen", nargs="*", default=[], help="correlation: the targets the measure is chosen on")
     cli.add_argument("--results", type=Path, default=GAINS, help="gain, correlation: the gains' rows")
+    cli.add_argument("--on", choices=("dev", "test"), default="dev", help="correlation: the gains on dev or on test")
     args = cli.parse_args(argv)
     if args.command == "rank":
         rank(args.root.resolve(), args.output or RANKS)
@@ -147,7 +149,7 @@ def main(argv: list[str] | None = None) -> None:
         gain(args.target, args.candidate, args.base, args.seed, args.root.resolve(), args.output or Path("runs/nearness"),
              args.results)
     else:
-        print(correlation_report(correlations(read_rows(RANKS), read_rows(args.results)), args.chosen))
+        print(correlation_report(correlations(read_rows(RANKS), read_rows(args.results), args.on), args.chosen))
 
 
 if __name__ == "__main__":
