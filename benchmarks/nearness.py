@@ -19,7 +19,7 @@ alone and once with the candidate's trees beside them, drawn at half of every ep
 measure) and of their test LAS. Runs in ``--output``/TARGET/CANDIDATE/seedS (the alone run:
 ``alone``), reused once finished; a row per candidate in ``docs/results/nearness_gains.jsonl``.
 
-``correlation``: per target with gains, the Spearman correlation between each measure's ranking
+``correlation``: the measured gains beside each candidate's rank; per target with gains, the Spearman correlation between each measure's ranking
 (and the mean rank) and the candidates' dev gains (``--on test``: test gains), then their mean over the
 ``--chosen`` targets (where a measure is chosen) and over the others (where it is confirmed).
 """
@@ -115,6 +115,18 @@ def correlations(ranks: list[dict], gains: list[dict], on: str = "dev") -> dict[
     return found
 
 
+def gains_table(ranks: list[dict], gains: list[dict]) -> str:
+    """Each target's measured candidates by their nearness rank: the mean dev and test gains over seeds."""
+    measured = defaultdict(list)
+    for row in gains:
+        measured[row["target"], row["candidate"]].append(row)
+    rank = {(r["target"], r["candidate"]): r["rank"] for r in ranks}
+    table = [[target, candidate, rank.get((target, candidate), ""), len(rows),
+              *(f"{np.mean([row[f'{on}_gain'] for row in rows]):+.2f}" for on in ("dev", "test"))]
+             for (target, candidate), rows in sorted(measured.items(), key=lambda item: (item[0][0], rank.get(item[0], 0)))]
+    return markdown_table(["target", "candidate", "rank", "seeds", "dev gain", "test gain"], table, "llrrrr")
+
+
 def correlation_report(found: dict[str, dict[str, float]], chosen: list[str]) -> str:
     """The correlations per target, then their means over the chosen targets and over the others."""
     measures = [*MEASURES, "mean_rank"]
@@ -149,7 +161,9 @@ def main(argv: list[str] | None = None) -> None:
         gain(args.target, args.candidate, args.base, args.seed, args.root.resolve(), args.output or Path("runs/nearness"),
              args.results)
     else:
-        print(correlation_report(correlations(read_rows(RANKS), read_rows(args.results), args.on), args.chosen))
+        ranks, gains = read_rows(RANKS), read_rows(args.results)
+        print(gains_table(ranks, gains) + "\n")
+        print(correlation_report(correlations(ranks, gains, args.on), args.chosen))
 
 
 if __name__ == "__main__":

@@ -39,5 +39,8 @@ def test_the_correlation_is_spearmans_of_nearness_and_gain_per_target_then_chose
     assert table[-2].startswith("| mean, chosen on | UD_A |  | +1.00") and table[-1].startswith(
         "| mean, confirmed on | UD_B |  | -1.00")
     assert nearness.correlations(ranks, gains[:2]) == {}  # fewer than three candidates: no correlation
+    ranked = [{**row, "rank": index % 4 + 1} for index, row in enumerate(ranks)]
+    listed = nearness.gains_table(ranked, [{**row, "test_gain": 0.5} for row in gains]).splitlines()
+    assert listed[2] == "| UD_A | x | 1 | 1 | +3.00 | +0.50 |" and listed[-4] == "| UD_B | x | 1 | 2 | -2.00 | +0.50 |"
     on_test = [{**row, "dev_gain": 0.0, "test_gain": row["dev_gain"]} for row in gains]
     assert nearness.correlations(ranks, on_test, "test") == found
