@@ -51,8 +51,8 @@ class _Banded(Penalty):
         """``p_k - t_k`` ``(K,)``, shrunk towards 0 by the band."""
         gap = rates - targets
         band = margins
-        if self.tolerance:
-            band = band.maximum(self.tolerance * ((targets * (1 - targets)).clamp_min(0) / counts).sqrt())
+        if self.tolerance:  # the root over the target alone: a target of 0 or 1 has no band, and no infinite slope
+            band = band.maximum(self.tolerance * (targets * (1 - targets)).clamp_min(0).sqrt() * counts.rsqrt())
         return gap.sign() * (gap.abs() - band).clamp_min(0.0)
 
 

@@ -844,3 +844,19 @@ def test_a_rate_per_arc_is_left_out_of_a_batch_that_expects_fewer_than_one_such_
     arcs = scores.arcs.clone().requires_grad_()
     assert ready(GeneralizedExpectation([rare], "l1"))(Scores(arcs), batch) == 0  # the default: 1 arc at least
     assert ready(GeneralizedExpectation([rare], "l1", min_arcs=expected / 2))(Scores(arcs), batch) > 0
+
+
+@pytest.mark.parametrize("gradient", ["reverse", "t2"])
+def test_a_tolerance_band_at_targets_of_0_and_1_keeps_the_gradient_finite(gradient):
+    """A whole treebank's rates include exact 0s and 1s (a side never or always seen), where the
+    band of z standard errors is 0 and its square root has no slope: the gradient through the
+    rates' differentiable denominators (per arc) stays finite and is the penalty's own."""
+    scores, batch = make_batch([5, 3, 4, 1])
+    objective = ready(GeneralizedExpectation(PER_CONSTRAINTS, "squared", gradient, tolerance=1.0, min_arcs=0),
+                      labels=LABEL_VOCAB)
+    objective.targets = torch.tensor([1.0, 0.0, 1.4, 1.0, 0.0, 0.2, 0.2], dtype=torch.float64)
+    arcs = scores.arcs.clone().requires_grad_()
+    loss = objective(Scores(arcs, scores.labels), batch)
+    loss.backward()
+    assert loss > 1e-3 and arcs.grad.isfinite().all() and arcs.grad.abs().max() > 1e-4
+    assert_directional_derivative(lambda a: objective(Scores(a, scores.labels), batch), scores.arcs, arcs.grad)
