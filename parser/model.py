@@ -22,7 +22,7 @@ from parser.decoding.parsing import Parse, parse_batch, parse_words
 from parser.network import EncoderOptions, Heads, Network
 from parser.training import checkpoint as checkpoint_files
 from parser.training.metrics import ParseScores
-from parser.training.optimizer import adamw_linear, clip_gradients, parameter_groups
+from parser.training.optimizer import adamw_linear, check_finite_gradients, clip_gradients, parameter_groups
 from parser.training.teacher import Teacher, TeacherOptions
 from parser.training.terms import Term, TermSet
 from parser.training.warm_start import start_from
@@ -74,6 +74,7 @@ class Parser(LightningModule):
         self.network: Network | None = None
         self._teacher: Teacher | None = None  # not a submodule: outside state_dict and the optimiser
         self._unlabeled_skipped = 0
+        self._step_terms: dict[str, Tensor] = {}  # this step's loss and terms, named when its gradient is not finite
         if labels is not None:
             self.build(labels)
 
@@ -148,6 +149,7 @@ class Parser(LightningModule):
         if unlabeled is not None:  # malformed unlabeled lines skipped so far, all processes
             self._unlabeled_skipped += unlabeled.skipped
             self.log("train/unlabeled_skipped", float(self._unlabeled_skipped), reduce_fx="sum", sync_dist=True, batch_size=size)
+        self._step_terms = {"loss": loss.detach(), **values}
         for name, value in values.items():
             self.log(f"train/{name}", value, batch_size=size)
         for name, weight in weights.items():
@@ -175,6 +177,10 @@ class Parser(LightningModule):
         scaled = getattr(self.trainer.precision_plugin, "scaler", None) is not None
         return adamw_linear(groups, self.ADAMW_BETAS, self.hparams.weight_decay, self.hparams.warmup_steps,
                             self.total_steps(), self.device, fuse=not scaled)
+
+    def on_before_optimizer_step(self, optimizer) -> None:
+        if getattr(self.trainer.precision_plugin, "scaler", None) is None:  # 16-mixed: the scaler skips such steps
+            check_finite_gradients(list(self.parameters()), self.global_step, self._step_terms)
 
     def configure_gradient_clipping(self, optimizer, gradient_clip_val=None, gradient_clip_algorithm=None) -> None:
         """``trainer.gradient_clip_val``, clipped here because Lightning's mixed-precision plugin

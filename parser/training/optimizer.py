@@ -3,6 +3,7 @@ linear decay to 0, stepped every optimiser step, and the clipping of its gradien
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from functools import partial
 
 import torch
@@ -47,3 +48,18 @@ def clip_gradients(optimizer: torch.optim.Optimizer, value: float | None, algori
         torch.nn.utils.clip_grad_value_(parameters, value)
     else:
         torch.nn.utils.clip_grad_norm_(parameters, value)
+
+
+def check_finite_gradients(parameters: list[torch.nn.Parameter], step: int, terms: Mapping[str, torch.Tensor]) -> None:
+    """Stop a run whose gradient holds a NaN or an infinity before the optimiser spreads it into
+    every weight (the checkpoints written so far stay sound): one line naming the step and each
+    term's value at it. One host sync a step; under 16-mixed the gradient scaler skips such steps
+    itself, so the caller leaves them to it."""
+    gradients = [p.grad for p in parameters if p.grad is not None]
+    if gradients and not torch.nn.utils.get_total_norm(gradients).isfinite():
+        from parser.cli import Failure
+
+        values = ", ".join(f"{name} {float(value):.4g}" for name, value in terms.items())
+        raise Failure(f"step {step}: the gradient is not finite (NaN or inf) with the terms at {values}: the run stops "
+                      "before the weights are spoiled; resume from the last checkpoint with a lower learning rate or "
+                      "term weight (--debug: the traceback)")

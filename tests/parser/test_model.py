@@ -496,3 +496,24 @@ def test_an_untrained_parser_writes_trees_that_ud_accepts(tiny_bert_dir, small_t
     saved = parser.save(tmp_path / "untrained")
     predict(str(saved), str(small_treebank), str(tmp_path / "out.conllu"))
     assert validity(tmp_path / "out.conllu") == Validity(sentences=len(sentences), root_labels=0, roots=0, cycles=0)
+
+
+class SlopeOfNaN(Likelihood):
+    """The likelihood plus ``sqrt(0 * arcs)``: a finite loss whose gradient is NaN (the 0 * inf
+    a penalty's square root at 0 once hid)."""
+
+    def forward(self, scores, batch, teacher=None, step=0):
+        return super().forward(scores, batch, teacher, step) + (scores.arcs.float().sum() * 0).sqrt()
+
+
+def test_a_gradient_that_is_not_finite_stops_the_run_in_one_line_before_the_step(tiny_bert_dir, small_treebank, tmp_path):
+    from parser.cli import Failure
+
+    data = DependencyDataModule(treebank=None, train=str(small_treebank), dev=str(small_treebank),
+                                test=str(small_treebank), batch_tokens=400)
+    model = tiny_parser(tiny_bert_dir, Term(SlopeOfNaN()), lr=5e-3, warmup_steps=2)
+    with pytest.raises(Failure, match=r"^step 0: the gradient is not finite .* terms at loss [0-9.]+, slope_of_na_n [0-9.]+: "):
+        _trainer(tmp_path, steps=3).fit(model, data)
+    assert all(parameter.isfinite().all() for parameter in model.parameters())  # no step spread the NaN
+    model = tiny_parser(tiny_bert_dir, Term(Likelihood()), lr=5e-3, warmup_steps=2)
+    _trainer(tmp_path, steps=3).fit(model, data)  # a finite gradient trains on
