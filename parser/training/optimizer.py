@@ -1,5 +1,5 @@
 """The optimiser: AdamW over the network's parameter groups with a linear warm-up then a
-linear decay to 0, stepped every optimiser step, and the clipping of its gradients."""
+linear decay to 0, stepped every optimiser step, the clipping of its gradients and the check that they are finite."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import torch
 
 from objectives.schedule import Schedule
 
+from parser.cli import Failure
 from parser.network import Network
 
 FUSED_DEVICES = ("cpu", "cuda")  # where torch has a fused AdamW kernel (benchmarks.optimizer: against foreach)
@@ -53,12 +54,10 @@ def clip_gradients(optimizer: torch.optim.Optimizer, value: float | None, algori
 def check_finite_gradients(parameters: list[torch.nn.Parameter], step: int, terms: Mapping[str, torch.Tensor]) -> None:
     """Stop a run whose gradient holds a NaN or an infinity before the optimiser spreads it into
     every weight (the checkpoints written so far stay sound): one line naming the step and each
-    term's value at it. One host sync a step; under 16-mixed the gradient scaler skips such steps
-    itself, so the caller leaves them to it."""
+    term's value at it. One host sync a step, as torch's gradient scaler makes for the same check
+    under 16-mixed, where the scaler skips such steps itself and the caller leaves them to it."""
     gradients = [p.grad for p in parameters if p.grad is not None]
     if gradients and not torch.nn.utils.get_total_norm(gradients).isfinite():
-        from parser.cli import Failure
-
         values = ", ".join(f"{name} {float(value):.4g}" for name, value in terms.items())
         raise Failure(f"step {step}: the gradient is not finite (NaN or inf) with the terms at {values}: the run stops "
                       "before the weights are spoiled; resume from the last checkpoint with a lower learning rate or "
