@@ -155,7 +155,8 @@ class DependencyDataModule(LightningDataModule):
             with its share of a training epoch's sentences, e.g. ``{UD_Irish-IDT: 0.25}`` (the
             target's treebanks share the rest, by ``sampling_alpha``): all their trees, train,
             dev and test files, labeled (``labeled_size`` counts only the target's), none
-            validated on.
+            validated on. With ``labeled_size`` 0 they are all the trees (the target's file its
+            raw text), and their shares sum to 1.
         seed: seed of the batch orders (training, evaluation, unlabeled stream).
         shuffle_buffer: unlabeled sentences bucketed by length together (per worker).
         on_bad_unlabeled: a malformed unlabeled sentence is skipped (logged, counted in
@@ -197,8 +198,9 @@ class DependencyDataModule(LightningDataModule):
             raise ConfigurationError(f"sampling_alpha must be at least 0, not {sampling_alpha}")
         self.save_hyperparameters()
         self.relatives = {str(name): float(share) for name, share in (relatives or {}).items()}
-        if self.relatives:
-            group_shares([1] * (len(self.relatives) + 1), 1.0, [None, *self.relatives.values()])  # checks the shares
+        if self.relatives:  # checks the shares: beside the target's trees, or (labeled_size 0) all the trees
+            target = [] if labeled_size == 0 else [None]
+            group_shares([1] * (len(self.relatives) + len(target)), 1.0, [*target, *self.relatives.values()])
         self.treebank = treebank
         self.root = Path(root) if root is not None else default_root()
         self.train, self.dev, self.test = train, dev, test

@@ -334,6 +334,22 @@ def test_relatives_are_labeled_beside_the_target_at_their_share(treebank):
             DependencyDataModule("UD_Tiny", root=str(treebank), relatives=relatives).setup("fit")
 
 
+def test_relatives_alone_are_the_trees_of_a_language_with_none(treebank):
+    """With no tree of the target (labeled_size 0), the relatives are every labeled tree, their
+    shares fill the epoch, and the target's whole file is raw text."""
+    for name in ("UD_Other", "UD_Third"):
+        (treebank / name).mkdir()
+        write(treebank / name / "xx_other-ud-test.conllu", WORDS, WORDS)
+    data = DependencyDataModule("UD_Tiny", root=str(treebank), labeled_size=0,
+                                relatives={"UD_Other": 0.25, "UD_Third": 0.75})
+    data.setup("fit")
+    assert [s.treebank for s in data.train_sentences] == ["UD_Other"] * 2 + ["UD_Third"] * 2
+    assert data.unlabeled_sources == [Source(str(treebank / "UD_Tiny" / "xx_tiny-ud-train.conllu"))]
+    assert data._sampler(data.train_sentences, shuffle=True).shares == [0.25, 0.75]
+    with pytest.raises(ConfigurationError, match="group shares 0.25, 0.5 must .* sum to 1"):
+        DependencyDataModule("UD_Tiny", root=str(treebank), labeled_size=0, relatives={"UD_Other": 0.25, "UD_Third": 0.5})
+
+
 def test_datamodule_semi_supervised(treebank, tmp_path):
     text = tmp_path / "extra.txt"
     text.write_text("more words here\n")
