@@ -4,6 +4,7 @@ on a target, its test scores as a row of ``docs/results/few_trees.jsonl``, and t
     python -m benchmarks.few_trees run --treebank UD_Wolof-WTB --trees 0 --recipe ge_facts --seed 1 \
         --base runs/base/multilingual_base/version_0/checkpoints/best.ckpt
     python -m benchmarks.few_trees report [--plot docs/figures/few_trees.png]
+    python -m benchmarks.few_trees variants --results docs/results/ge_oracle.jsonl
 
 Recipes (each a shipped pipeline's stage, ``configs/pipelines/few_trees.yaml`` or without a tree
 ``no_treebank.yaml``, run by :func:`parser.pipeline.run` in ``runs/few/<treebank>/<trees>/<recipe>/seed<S>``):
@@ -161,13 +162,37 @@ def report(results: Path) -> str:
     recipes = [r for r in RECIPES if any(r in cell for cell in cells.values())]
     lines = ["| treebank | trees | " + " | ".join(recipes) + " |", "|---|---:|" + "---:|" * len(recipes)]
     for (treebank, trees), cell in sorted(cells.items()):
-        def shown(recipe: str) -> str:
-            found = cell.get(recipe, [])
-            if not found:
-                return ""
-            las, uas = (statistics.mean(r[key] for r in found) for key in ("test_las", "test_uas"))
-            return f"{las:.2f} ({uas:.2f}){f' n={len(found)}' if len(found) > 1 else ''}"
-        lines.append(f"| {treebank} | {trees} | " + " | ".join(shown(r) for r in recipes) + " |")
+        lines.append(f"| {treebank} | {trees} | " + " | ".join(scores(cell.get(r, [])) for r in recipes) + " |")
+    return "\n".join(lines)
+
+
+def scores(rows: list[dict], against: list[dict] | None = None) -> str:
+    """A cell: mean test LAS (UAS) of ``rows`` over seeds (``n=`` where more than one), with its
+    LAS difference from the mean of ``against`` where given; empty without rows."""
+    if not rows:
+        return ""
+    las, uas = (statistics.mean(r[key] for r in rows) for key in ("test_las", "test_uas"))
+    gain = f" {las - statistics.mean(r['test_las'] for r in against):+.2f}" if against else ""
+    return f"{las:.2f} ({uas:.2f}){gain}{f' n={len(rows)}' if len(rows) > 1 else ''}"
+
+
+def variants(results: Path, shipped: Path) -> str:
+    """The rows of recipes run with a term changed (each row's ``variant``, e.g. the GE term's
+    tolerance or reduction), a column per recipe and variant, beside the shipped recipes'
+    ``zero_shot`` and ``self_training`` of the same treebank and trees (``shipped``); each
+    variant's cell adds its LAS difference from the zero-shot base."""
+    rows, reference = read_rows(results), read_rows(shipped)
+    columns = list(dict.fromkeys((r["recipe"], r.get("variant")) for r in rows))
+    header = ["zero_shot", "self_training", *(f"{recipe}: {variant}" if variant else recipe for recipe, variant in columns)]
+    lines = ["| treebank | trees | " + " | ".join(header) + " |", "|---|---:|" + "---:|" * len(header)]
+    for treebank, trees in sorted({(r["treebank"], r["trees"]) for r in rows}):
+        def of(found: list[dict], recipe: str, variant: str | None = None) -> list[dict]:
+            return [r for r in found if (r["treebank"], r["trees"], r["recipe"], r.get("variant"))
+                    == (treebank, trees, recipe, variant)]
+        base = [r for r in reference if (r["treebank"], r["recipe"]) == (treebank, "zero_shot")]
+        cells = [scores(base), scores(of(reference, "self_training")),
+                 *(scores(of(rows, recipe, variant), base) for recipe, variant in columns)]
+        lines.append(f"| {treebank} | {trees} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -185,8 +210,14 @@ def main(argv: list[str] | None = None) -> None:
     table = commands.add_parser("report", help="the table of the recorded rows")
     table.add_argument("--results", type=Path, default=RESULTS)
     table.add_argument("--plot", type=Path, help="also draw the learning curves into this PNG")
+    changed = commands.add_parser("variants", help="the table of recipes run with a term changed (rows with a variant)")
+    changed.add_argument("--results", type=Path, required=True, help="rows with a variant, e.g. docs/results/ge_oracle.jsonl")
+    changed.add_argument("--shipped", type=Path, default=RESULTS, help="the shipped recipes' rows (zero-shot, self-training)")
     argv = sys.argv[1:] if argv is None else argv
     args = parser.parse_args(argv)
+    if args.command == "variants":
+        print(variants(args.results, args.shipped))
+        return
     if args.command == "report":
         print(report(args.results))
         if args.plot:

@@ -25,6 +25,23 @@ def test_the_table_has_a_cell_per_treebank_trees_and_recipe(tmp_path):
     assert few_trees.figure(results, tmp_path / "bars.png").stat().st_size > 1000
 
 
+def test_the_variants_table_sets_each_variant_beside_the_shipped_recipes_with_its_gain(tmp_path):
+    shipped, results = tmp_path / "rows.jsonl", tmp_path / "variants.jsonl"
+    rows = [{"treebank": "UD_X", "trees": 0, "recipe": "zero_shot", "seed": 1, "test_las": 40.0, "test_uas": 60.0},
+            {"treebank": "UD_X", "trees": 0, "recipe": "self_training", "seed": 1, "test_las": 41.0, "test_uas": 61.0},
+            {"treebank": "UD_X", "trees": 20, "recipe": "self_training", "seed": 1, "test_las": 50.0, "test_uas": 70.0}]
+    shipped.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    rows = [{"treebank": "UD_X", "trees": 0, "recipe": "ge_oracle", "variant": "gold", "seed": s, "test_las": las,
+             "test_uas": 70.0} for s, las in ((1, 52.0), (2, 54.0))]
+    rows.append({"treebank": "UD_X", "trees": 0, "recipe": "ge_oracle", "variant": "sum", "seed": 1, "test_las": 38.5,
+                 "test_uas": 59.0})
+    results.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    table = few_trees.variants(results, shipped).splitlines()
+    assert table[0] == "| treebank | trees | zero_shot | self_training | ge_oracle: gold | ge_oracle: sum |"
+    assert table[2] == "| UD_X | 0 | 40.00 (60.00) | 41.00 (61.00) | 53.00 (70.00) +13.00 n=2 | 38.50 (59.00) -1.50 |"
+    assert len(table) == 3  # no variant at 20 trees: no line
+
+
 @pytest.mark.parametrize("recipe, trees", [("ge_facts", 10), ("ge_oracle", 20), ("finetuned", 0), ("ge_counts", 0)])
 def test_a_recipe_for_another_number_of_trees_is_refused(recipe, trees, tmp_path):
     with pytest.raises(ValueError, match="is a recipe for"):
