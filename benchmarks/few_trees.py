@@ -185,14 +185,20 @@ def variants(results: Path, shipped: Path) -> str:
     columns = list(dict.fromkeys((r["recipe"], r.get("variant")) for r in rows))
     header = ["zero_shot", "self_training", *(f"{recipe}: {variant}" if variant else recipe for recipe, variant in columns)]
     lines = ["| treebank | trees | " + " | ".join(header) + " |", "|---|---:|" + "---:|" * len(header)]
+    gains: dict[tuple[str, str | None], list[float]] = {column: [] for column in columns}
     for treebank, trees in sorted({(r["treebank"], r["trees"]) for r in rows}):
         def of(found: list[dict], recipe: str, variant: str | None = None) -> list[dict]:
             return [r for r in found if (r["treebank"], r["trees"], r["recipe"], r.get("variant"))
                     == (treebank, trees, recipe, variant)]
         base = [r for r in reference if (r["treebank"], r["recipe"]) == (treebank, "zero_shot")]
-        cells = [scores(base), scores(of(reference, "self_training")),
-                 *(scores(of(rows, recipe, variant), base) for recipe, variant in columns)]
+        for column in columns:
+            if (found := of(rows, *column)) and base:
+                gains[column].append(statistics.mean(r["test_las"] for r in found)
+                                     - statistics.mean(r["test_las"] for r in base))
+        cells = [scores(base), scores(of(reference, "self_training")), *(scores(of(rows, *column), base) for column in columns)]
         lines.append(f"| {treebank} | {trees} | " + " | ".join(cells) + " |")
+    means = [f"{statistics.mean(g):+.2f} ({len(g)})" if g else "" for g in gains.values()]
+    lines.append("| mean LAS gain over the zero-shot base (treebanks) | | | | " + " | ".join(means) + " |")
     return "\n".join(lines)
 
 
