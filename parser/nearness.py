@@ -255,11 +255,12 @@ def rank_target(target: Path, trees: int | None, raw: Sequence[Sentence] | None,
     return rank(labeled, raw, candidates, measures, tokens, candidate_words)
 
 
-def relative_shares(ranked: Sequence[dict], nearest: int, share: float) -> dict[str, float]:
+def relative_shares(ranked: Sequence[dict], nearest: int, share: float, alike: bool = False) -> dict[str, float]:
     """The ``nearest`` first of ``ranked`` (rows of :meth:`Nearness.row`, nearest first) sharing
-    ``share`` of a training epoch, each in proportion to ``1 / mean_rank`` (``--data.relatives``)."""
+    ``share`` of a training epoch, each in proportion to ``1 / mean_rank``, or equally where
+    ``alike`` (``--data.relatives``)."""
     kept = ranked[:nearest]
-    weights = [1 / row["mean_rank"] for row in kept]
+    weights = [1.0 if alike else 1 / row["mean_rank"] for row in kept]
     return {row["treebank"]: share * weight / sum(weights) for row, weight in zip(kept, weights)}
 
 

@@ -29,7 +29,8 @@ a stage's own treebanks (a multilingual base) instead of the target's; ``relativ
 share: S}`` trains it on the target's trees beside the N treebanks nearest the target (``treeexp
 nearness`` on its labeled trees and raw text, ranked once into ``OUTPUT/nearness.json``; among
 ``--candidates``, default every other treebank under ``--root``), sharing S of every epoch by
-nearness (``--data.relatives``); ``choose: [A, B]``
+nearness (``--data.relatives``), or each alike with ``alike: true``; a stage that reads no tree of
+the target trains on the N alone (S = 1; ranked by the raw text's words alone); ``choose: [A, B]``
 trains nothing and stands for whichever of A and B has the higher mean dev LAS, with its reason
 printed (a rule chosen on dev only; where one of them was not trained on the target here, a base
 as it is, every one parses the target's dev trees, the first K with ``--trees K``, and is scored
@@ -100,10 +101,12 @@ class TeacherRuns:
 @dataclass(frozen=True)
 class Relatives:
     """A stage's ``relatives:``: the ``nearest`` treebanks to the target trained on beside its own,
-    sharing ``share`` of every epoch (:func:`parser.nearness.relative_shares`)."""
+    sharing ``share`` of every epoch (1: alone, for a stage that reads no tree of the target), by
+    nearness or each ``alike`` (:func:`parser.nearness.relative_shares`)."""
 
     nearest: int
     share: float
+    alike: bool = False
 
 
 @dataclass(frozen=True)
@@ -233,12 +236,14 @@ def teacher_runs(value: str | dict, where: str) -> TeacherRuns:
 
 
 def relatives_of(value: dict, where: str) -> Relatives:
-    """A stage's ``relatives: {nearest: N, share: S}`` (N >= 1 treebanks, 0 < S < 1)."""
-    if not isinstance(value, dict) or set(value) != {"nearest", "share"} or not isinstance(value["nearest"], int) \
-            or value["nearest"] < 1 or not isinstance(value["share"], (int, float)) or not 0 < value["share"] < 1:
-        raise ConfigurationError(f"{where}: relatives is {{nearest: N, share: S}} (N >= 1 treebanks sharing 0 < S < 1 of "
-                                 f"every epoch), not {value}")
-    return Relatives(value["nearest"], float(value["share"]))
+    """A stage's ``relatives: {nearest: N, share: S[, alike: true]}`` (N >= 1 treebanks, 0 < S <= 1)."""
+    if not isinstance(value, dict) or not {"nearest", "share"} <= set(value) <= {"nearest", "share", "alike"} \
+            or not isinstance(value["nearest"], int) or value["nearest"] < 1 \
+            or not isinstance(value["share"], (int, float)) or not 0 < value["share"] <= 1 \
+            or not isinstance(value.get("alike", False), bool):
+        raise ConfigurationError(f"{where}: relatives is {{nearest: N, share: S}} (N >= 1 treebanks sharing 0 < S <= 1 of "
+                                 f"every epoch; alike: true shares it equally), not {value}")
+    return Relatives(value["nearest"], float(value["share"]), value.get("alike", False))
 
 
 def nearest_treebanks(train: Path, trees: int | None, raw: tuple[str, Path] | None, root: str | None,
@@ -246,15 +251,16 @@ def nearest_treebanks(train: Path, trees: int | None, raw: tuple[str, Path] | No
     """``OUTPUT/nearness.json``: the treebanks under ``root`` (``candidates``: those, treebank
     folders or languages) ranked by :func:`parser.nearness.rank_target` for ``train``'s first
     ``trees`` trees and the raw text (``raw``, its first ``RAW_SENTENCES`` sentences read through
-    its tokenizer; without: the rest of ``train``), ranked once (reused where it exists); its rows,
-    nearest first ([] where the target's is the only treebank: its stages then read its trees alone)."""
+    its tokenizer; without: the rest of ``train``; no tree: by the raw text's words alone), ranked
+    once (reused where it exists); its rows, nearest first ([] where the target's is the only
+    treebank: its stages then read its trees alone)."""
     path = output / NEARNESS
     if path.is_file():
         ranked = json.loads(path.read_text(encoding="utf-8"))
         say(f"relatives: ranked in {path} (reused)")
     else:
         from parser.data.stream import Source
-        from parser.nearness import NoCandidates, candidate_folders, rank_target
+        from parser.nearness import MEASURES, NoCandidates, candidate_folders, rank_target
 
         folder = default_root() if root is None else Path(root)
         names = None if candidates is None else [f.name if f.parent.resolve() == folder.resolve() else str(f)
@@ -262,7 +268,8 @@ def nearest_treebanks(train: Path, trees: int | None, raw: tuple[str, Path] | No
         text = None if raw is None else [s for s in islice(Source(raw[0], tokenizer=str(raw[1])).sentences(), RAW_SENTENCES)
                                          if not isinstance(s, ConlluError)]
         try:
-            ranked = [r.row() for r in rank_target(train, trees, text, folder, names)]
+            measures = ("subword_overlap",) if trees == 0 else MEASURES
+            ranked = [r.row() for r in rank_target(train, trees, text, folder, names, measures)]
         except NoCandidates:
             ranked = []
         output.mkdir(parents=True, exist_ok=True)
@@ -279,10 +286,10 @@ def relatives_option(relatives: Relatives, ranked: Sequence[dict] | None) -> str
     """``--data.relatives``' value: the nearest of ``ranked`` and their shares, as JSON (None: a
     dry run's description of it)."""
     if ranked is None:
-        return f"<the {relatives.nearest} nearest in {NEARNESS}, sharing {relatives.share:g}>"
+        return f"<the {relatives.nearest} nearest in {NEARNESS}, sharing {relatives.share:g}{' alike' * relatives.alike}>"
     from parser.nearness import relative_shares
 
-    shares = relative_shares(ranked, relatives.nearest, relatives.share)
+    shares = relative_shares(ranked, relatives.nearest, relatives.share, relatives.alike)
     return json.dumps({name: round(share, 4) for name, share in shares.items()}, ensure_ascii=False)
 
 
@@ -654,7 +661,7 @@ def main(argv: list[str] | None = None) -> None:
             ranked = None
             if any(s.relatives for s in pipeline.stages if s.name in needed) and not (
                     dry_run and not (args.output / NEARNESS).is_file()):
-                ranked = nearest_treebanks(train, args.trees, args.raw and (args.raw, tokenizer), args.root,
+                ranked = nearest_treebanks(train, labeled, args.raw and (args.raw, tokenizer), args.root,
                                            args.candidates, args.output, print)
             return statistics, tokenizer, ranked
 

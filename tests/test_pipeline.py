@@ -11,12 +11,14 @@ import shutil
 import subprocess
 import sys
 import time
+import zipfile
 from pathlib import Path
 
 import pytest
 
 from parser import pipeline, runs
 from parser.data import tokenizer
+from parser.data.datamodule import DependencyDataModule
 from parser.data.sentences import read_conllu, write_conllu
 from tests.conftest import fake_runs, whole_checkpoint
 
@@ -221,11 +223,40 @@ def test_relatives_are_the_treebanks_nearest_the_target_ranked_once_sharing_part
     assert "no treebank under" in capsys.readouterr().out
     pipeline.run(pipeline.read_pipeline(path), "UD_Tiny", tmp_path / "out2", str(alone), trees=10, ranked=[], say=print)
     assert "--data.relatives" not in fake_training[-1] and len(fake_training) == 2
-    for value in ("{nearest: 0, share: 0.5}", "{nearest: 2, share: 1.0}", "3"):
+    for value in ("{nearest: 0, share: 0.5}", "{nearest: 2, share: 1.5}", "{nearest: 2, share: 0.5, alike: 1}", "3"):
         path.write_text(RELATIVES.replace("{nearest: 2, share: 0.5}", value))
         with pytest.raises(SystemExit) as stop:
             pipeline.main(common)
         assert stop.value.code == 2 and "relatives is {nearest: N, share: S}" in capsys.readouterr().err
+
+
+def test_with_no_tree_of_the_target_its_relatives_alone_train_alike_ranked_by_its_raw_text(
+        ud_dir, tmp_path, capsys, fake_training):
+    """A stage that reads no tree of the target (no_treebank_relatives) trains on the relatives
+    alone, each alike (shares summing to 1), the ranking reading no tree of the target (its raw
+    text's words alone); the next stage starts from that parser and learns from it."""
+    root = tiny_treebank(ud_dir, tmp_path / "ud")
+    for name, source in (("UD_Wolof-Other", "UD_Wolof-WTB"), ("UD_Yoruba-YTB", "UD_Yoruba-YTB"),
+                         ("UD_English-EWT", "UD_English-EWT")):
+        (root / name).mkdir()
+        write_conllu(read_conllu(next((ud_dir / source).glob("*-ud-test.conllu")))[:150], root / name / "x-ud-test.conllu")
+    output, train = tmp_path / "out", root / "UD_Tiny" / "tiny-ud-train.conllu"
+    chain = pipeline.read_pipeline("no_treebank_relatives")
+    assert pipeline.labeled_trees(chain, chain.needed()) == 0
+    rows = pipeline.nearest_treebanks(train, 0, None, str(root), ["Wolof", "Yoruba", "English"], output, print)
+    assert rows[0]["treebank"] == "UD_Wolof-Other" and all("upos_ngrams" not in row for row in rows)
+    base = tmp_path / "base.ckpt"
+    zipfile.ZipFile(base, "w").close()  # a checkpoint's form, never loaded here
+    pipeline.run(chain, "UD_Tiny", output, str(root), given={"base": str(base)}, ranked=rows,
+                 statistics="configs/facts/wolof.yaml", say=print)
+    relatives, ge = fake_training
+    shares = json.loads(relatives[relatives.index("--data.relatives") + 1])
+    assert len(shares) == 3 and all(share == pytest.approx(1 / 3, abs=1e-4) for share in shares.values())  # each alike
+    assert [relatives[i + 1] for i, a in enumerate(relatives) if a == "--config"][-1].endswith("relatives_alone.yaml")
+    assert ge[ge.index("--model.init") + 1] == ge[ge.index("--model.teacher") + 1] != str(base)
+    data = DependencyDataModule("UD_Tiny", root=str(root), labeled_size=0, relatives=shares)  # rounded shares, summed
+    data.setup("fit")
+    assert sum(data._sampler(data.train_sentences, shuffle=True).shares) == pytest.approx(1)
 
 
 def test_few_trees_labels_k_trees_chooses_on_k_dev_trees_and_counts_their_statistics(ud_dir, tmp_path, capsys,

@@ -39,15 +39,18 @@ def length_batches(lengths: Sequence[int], order: Iterable[int], batch_tokens: i
 def group_shares(sizes: Sequence[int], alpha: float, fixed: Sequence[float | None] | None = None) -> list[float]:
     """Sampling probabilities of groups of ``sizes`` sentences: ``p_i ~ n_i ** alpha``
     (1: proportional, 0: uniform); a group with a ``fixed`` share has it, the others share the
-    rest so."""
+    rest so (every group fixed: shares summing to 1 up to the rounding of a command line,
+    normalised)."""
     if alpha < 0:
         raise ConfigurationError(f"the sampling exponent alpha must be at least 0, not {alpha}")
     fixed = list(fixed) if fixed is not None else [None] * len(sizes)
     given = [share for share in fixed if share is not None]
     free = len(given) < len(fixed)
-    if any(share <= 0 for share in given) or (sum(given) >= 1 if free else not math.isclose(sum(given), 1)):
+    if any(share <= 0 for share in given) or (sum(given) >= 1 if free else not math.isclose(sum(given), 1, abs_tol=1e-3)):
         raise ConfigurationError(f"group shares {', '.join(f'{share:g}' for share in given)} must be positive and "
                                  "leave a share to the other groups (or, fixing every group, sum to 1)")
+    if not free:
+        return [share / sum(given) for share in given]
     weights = [size ** alpha if share is None else 0.0 for size, share in zip(sizes, fixed)]
     rest = (1 - sum(given)) / sum(weights) if any(weights) else 0.0
     return [w * rest if share is None else share for w, share in zip(weights, fixed)]

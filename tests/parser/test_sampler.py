@@ -115,6 +115,14 @@ def test_group_shares_go_from_proportional_to_uniform():
         group_shares([16, 4], -1)
 
 
+def test_shares_fixed_for_every_group_sum_to_one_as_a_command_line_rounds_them():
+    assert group_shares([16, 4, 2], 1.0, [0.3333] * 3) == pytest.approx([1 / 3] * 3)  # normalised
+    assert sum(group_shares([16, 4], 1.0, [0.25, 0.75])) == 1
+    for shares in ([0.3, 0.3, 0.3], [0.5, 0.5, 0.5]):
+        with pytest.raises(ConfigurationError, match="sum to 1"):
+            group_shares([16, 4, 2], 1.0, shares)
+
+
 def test_plain_concatenation_is_the_sampler_without_groups():
     for epoch in range(3):
         plain, grouped = sampler(shuffle=True, seed=5), sampler(shuffle=True, seed=5, groups=GROUPS, alpha=1.0)
