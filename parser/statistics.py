@@ -43,11 +43,13 @@ from parser.cli import run_reporting_errors
 from parser.fetch import default_root
 from parser.runs import config_path, write_whole
 from parser.data.batch import collate
+from parser.data.sampler import length_batches
 from parser.data.lexicon import read_lexicon, tag_words
 from parser.data.sentences import Sentence, read_conllu
 from parser.data.vocab import build_label_vocab, build_upos_vocab
 
 UPOS_VOCAB = tuple(build_upos_vocab().itos)  # <pad>, <unk> (also `_`), the 17 UD tags
+COUNTED_WORDS = 4000  # padded words per batch of gold trees counted at once
 DEFAULT_FAMILIES = (LABEL_SIDES, PAIR_SIDES, VALENCY)  # ESR's child-relation-side, head-child side, valency
 # The dev sets (under the UD folder) whose rates the universal rules' targets average: dev, never test
 DEV_SETS = (
@@ -95,14 +97,20 @@ RULES_HEADER = """\
 """
 
 
-def counted_rates(constraints: Sequence[Constraint], sentences: Sequence[Sentence],
-                  min_count: int = MIN_COUNT) -> tuple[torch.Tensor, torch.Tensor]:
+def counted_rates(constraints: Sequence[Constraint], sentences: Sequence[Sentence], min_count: int = MIN_COUNT,
+                  batch_words: int = COUNTED_WORDS) -> tuple[torch.Tensor, torch.Tensor]:
     """Each constraint's rate in the gold trees of ``sentences`` and the words or arcs it is
-    counted over: two ``(K,)`` float64, the rate NaN where that is below ``min_count``."""
+    counted over: two ``(K,)`` float64, the rate NaN where that is below ``min_count``. The
+    counts are summed over batches of sentences of like length, at most ``batch_words`` padded
+    words each (arcs and labels are counted per word pair: one batch of a whole treebank with
+    a sentence of 200 words would take tens of GiB)."""
     labels = build_label_vocab(sentences)
-    batch = collate(sentences, build_upos_vocab(), labels)
     ids = compile_constraints(constraints, UPOS_VOCAB, None, labels.itos)
-    fires, over = gold_counts(ids, batch.heads, batch.upos, batch.lengths, len(UPOS_VOCAB), batch.labels)
+    fires = over = torch.zeros(0, dtype=torch.float64)
+    for indices in length_batches([len(s.words) for s in sentences], range(len(sentences)), batch_words, len(sentences)):
+        batch = collate([sentences[i] for i in indices], build_upos_vocab(), labels)
+        counts = gold_counts(ids, batch.heads, batch.upos, batch.lengths, len(UPOS_VOCAB), batch.labels)
+        fires, over = (counts if not len(fires) else (fires + counts[0], over + counts[1]))
     return rates(fires, over, min_count)[: len(constraints)], over[: len(constraints)]
 
 

@@ -82,6 +82,17 @@ def test_bad_input_is_one_line(tmp_path, capsys):
     assert "empty file" in capsys.readouterr().err
 
 
+def test_counts_summed_over_batches_of_like_length_are_those_of_one_batch(wolof_dev):
+    """Any batch size counts the same (a treebank with long sentences is counted in bounded memory)."""
+    constraints = [c for family in ("label_sides", "pair_sides", "valency") for c in FAMILIES[family]()]
+    whole = statistics.counted_rates(constraints, wolof_dev[:60], batch_words=10**9)
+    for batch_words in (1, 300):
+        batched = statistics.counted_rates(constraints, wolof_dev[:60], batch_words=batch_words)
+        for one, other in zip(whole, batched):
+            torch.testing.assert_close(one, other, equal_nan=True, rtol=1e-12, atol=1e-12)
+    assert whole[0].isfinite().sum() > 100
+
+
 def test_counting_is_float64_and_needs_no_labels_for_tag_families(wolof_dev):
     rates, over = statistics.counted_rates(FAMILIES["tag_pairs"](), wolof_dev[:5])
     assert rates.dtype == torch.float64 and over.dtype == torch.float64
