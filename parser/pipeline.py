@@ -481,8 +481,9 @@ def run(pipeline: Pipeline, treebank: str, output: Path, root: str | None = None
             say(f"stage {i}/{len(pipeline.stages)} {stage.name}, seed {seed}: training in {folder}")
             run_ = fit(configs[0], overrides, folder)
             dev = run_.dev()
-            say(f"stage {i}/{len(pipeline.stages)} {stage.name}, seed {seed}: dev LAS {dev.get(MONITOR, float('nan')):.2f} "
-                f"at step {dev.get('step', '?')} ({run_.directory})")
+            outcome = (f"dev LAS {dev.get(MONITOR, float('nan')):.2f} at step {dev.get('step', '?')}" if dev
+                       else f"no dev trees, the last checkpoint, step {run_.steps()}")
+            say(f"stage {i}/{len(pipeline.stages)} {stage.name}, seed {seed}: {outcome} ({run_.directory})")
             results[stage.name].append(run_)
             record(output, result_row(stage.name, seed, run_))
     return results
