@@ -106,11 +106,11 @@ def counted_rates(constraints: Sequence[Constraint], sentences: Sequence[Sentenc
     a sentence of 200 words would take tens of GiB)."""
     labels = build_label_vocab(sentences)
     ids = compile_constraints(constraints, UPOS_VOCAB, None, labels.itos)
-    fires = over = torch.zeros(0, dtype=torch.float64)
+    counts = []
     for indices in length_batches([len(s.words) for s in sentences], range(len(sentences)), batch_words, len(sentences)):
         batch = collate([sentences[i] for i in indices], build_upos_vocab(), labels)
-        counts = gold_counts(ids, batch.heads, batch.upos, batch.lengths, len(UPOS_VOCAB), batch.labels)
-        fires, over = (counts if not len(fires) else (fires + counts[0], over + counts[1]))
+        counts.append(gold_counts(ids, batch.heads, batch.upos, batch.lengths, len(UPOS_VOCAB), batch.labels))
+    fires, over = (torch.stack(parts).sum(0) for parts in zip(*counts))
     return rates(fires, over, min_count)[: len(constraints)], over[: len(constraints)]
 
 
