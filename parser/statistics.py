@@ -43,8 +43,8 @@ from parser.cli import run_reporting_errors
 from parser.fetch import default_root
 from parser.runs import config_path, write_whole
 from parser.data.batch import collate
-from parser.data.sampler import length_batches
 from parser.data.lexicon import read_lexicon, tag_words
+from parser.data.sampler import length_batches
 from parser.data.sentences import Sentence, read_conllu
 from parser.data.vocab import build_label_vocab, build_upos_vocab
 
