@@ -223,6 +223,27 @@ def measured_rates(parser, constraints: Sequence[Constraint], sentences: Sequenc
     return torch.where(over > 0, totals[:k] / over.clamp_min(1e-12), torch.nan)[: len(constraints)]
 
 
+@torch.no_grad()
+def tagger_agreement(parser, lexicon: Mapping[str, str], sentences: Sequence[Sentence],
+                     batch_size: int = 32) -> tuple[int, int]:
+    """(words the parser's tagger tags as ``lexicon`` lists them, words ``lexicon`` lists) on the
+    words of ``sentences`` (``parser`` has a tagger): with no tree, how well a parser knows a
+    language's closed classes."""
+    network = parser.network.eval()
+    itos = network.upos_vocab.itos
+    agree = listed = 0
+    for start in range(0, len(sentences), batch_size):
+        chunk = sentences[start : start + batch_size]
+        tags = network(collate(chunk, network.upos_vocab, None).words).tags
+        tags[..., : network.upos_vocab.unk_index + 1] = float("-inf")  # never <pad> or <unk>
+        for sentence, best in zip(chunk, tags.argmax(-1).tolist()):
+            for word, tag in zip(sentence.words, best[1:]):
+                if (listed_tag := lexicon.get(word.lower())) is not None:
+                    listed += 1
+                    agree += itos[tag] == listed_tag
+    return agree, listed
+
+
 def lexicon_line(lexicon: Mapping[str, str], sentences: Sequence[Sentence]) -> str:
     """How many words of ``sentences`` the lexicon tags, and (where they carry tags) how many of those right."""
     tagged = [(lexicon[word.lower()], gold) for s in sentences for word, gold in zip(s.words, s.upos)
@@ -304,10 +325,14 @@ def main(argv: Sequence[str] | None = None) -> None:
             sentences = read_conllu(args.text)[: args.sentences]
             has_trees = all(s.heads is not None and "_" not in s.upos for s in sentences)
             gold = counted_rates(constraints, sentences, 1)[0] if has_trees else None
-            measured = measured_rates(Parser.load(args.parser), constraints, sentences, lexicon=lexicon)
+            loaded = Parser.load(args.parser)
+            measured = measured_rates(loaded, constraints, sentences, lexicon=lexicon)
             print(measure_table(constraints, measured, gold))
             if lexicon:
                 print(lexicon_line(lexicon, sentences))
+            if lexicon and loaded.network.tagger is not None:
+                agree, listed = tagger_agreement(loaded, lexicon, sentences)
+                print(f"tagger: {agree} of the {listed} listed words tagged as listed ({100 * agree / max(listed, 1):.1f}%)")
             return
         if args.source == "rules":
             table, rules = universal_rules([args.root / path for path in args.dev_sets],

@@ -116,9 +116,30 @@ def test_a_parsers_rates_are_measured_batch_by_batch_beside_the_targets(tiny_ber
     statistics.main(["measure", str(facts), str(tmp_path / "parser"), str(ud_dir_file(wolof_dev)), "--sentences", "12"])
     table = capsys.readouterr().out.splitlines()
     assert table[0].split() == ["statistic", "target", "parser", "outside", "gold"]
-    assert table[2].startswith("any obj right of VERB per arc") and len(table) == len(constraints) + 3
-    assert table[-2].startswith("mean distance outside the bands:")  # the facts file's words tag the text too
-    assert table[-1].startswith(f"lexicon: {len(read_lexicon(facts))} forms tag ") and "as the text does" in table[-1]
+    assert table[2].startswith("any obj right of VERB per arc") and len(table) == len(constraints) + 4
+    assert table[-3].startswith("mean distance outside the bands:")  # the facts file's words tag the text too
+    assert table[-2].startswith(f"lexicon: {len(read_lexicon(facts))} forms tag ") and "as the text does" in table[-2]
+    assert table[-1].startswith("tagger: ") and "listed words tagged as listed" in table[-1]
+
+
+def test_the_tagger_is_measured_against_the_facts_files_words(tiny_bert_dir, wolof_dev, capsys):
+    """``tagger_agreement``: the listed words the parser's tagger tags as the list does, any batch
+    size alike; a tagger that says DET everywhere agrees on exactly the words listed as DET."""
+    from parser.model import Parser
+    from parser.network import Heads
+
+    model = Parser(str(tiny_bert_dir), heads=Heads(arc_size=32, label_size=16, tagger=True))
+    model.build(sorted({d for s in wolof_dev for d in s.deprels}))
+    lexicon = read_lexicon(Path(__file__).resolve().parents[1] / "configs" / "facts" / "wolof.yaml")
+    words = [w.lower() for s in wolof_dev[:20] for w in s.words]
+    listed = sum(w in lexicon for w in words)
+    assert listed > 20 and statistics.tagger_agreement(model, lexicon, wolof_dev[:20], 20) == \
+        statistics.tagger_agreement(model, lexicon, wolof_dev[:20], 3)
+    with torch.no_grad():
+        model.network.tagger[-1].bias[model.network.upos_vocab.index("DET")] = 1e4
+    determiners = sum(lexicon.get(w) == "DET" for w in words)
+    assert 0 < determiners < listed
+    assert statistics.tagger_agreement(model, lexicon, wolof_dev[:20]) == (determiners, listed)
 
 
 def ud_dir_file(sentences) -> Path:
