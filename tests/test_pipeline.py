@@ -360,6 +360,51 @@ stages:
     assert dev.read_text(encoding="utf-8").count("\n\n") == 5 and whole.startswith(dev.read_text(encoding="utf-8"))
 
 
+def test_with_no_tree_a_choice_takes_the_tagger_that_tags_the_listed_words_as_listed(ud_dir, tmp_path, monkeypatch,
+                                                                                       capsys):
+    """No stage reads a tree of the target, so no dev tree may choose: each candidate's tagger
+    tags the raw text's first sentences, and the one agreeing more with the facts file's word
+    lists is taken; without --statistics such a pipeline stops in one line before training."""
+    import zipfile
+
+    from parser import model, statistics
+
+    for name in ("base", "relatives"):
+        with zipfile.ZipFile(tmp_path / f"{name}.ckpt", "w") as file:
+            file.writestr("x", "")
+    spec = tmp_path / "p.yaml"
+    spec.write_text("""
+stages:
+  - {name: base, config: configs/likelihood.yaml, data: own}
+  - {name: relatives, config: configs/likelihood.yaml, init: base}
+  - {name: start, choose: [relatives, base]}
+""")
+    read = []
+
+    def agreement(parser, lexicon, sentences):
+        read.append((parser, len(sentences), lexicon["bi"]))
+        return {"base.ckpt": (30, 100), "relatives.ckpt": (60, 100)}[parser]
+
+    monkeypatch.setattr(model.Parser, "load", staticmethod(lambda path: Path(path).name))
+    monkeypatch.setattr(statistics, "tagger_agreement", agreement)
+    said = []
+    (tmp_path / "out").mkdir()
+    facts = str(REPO / "configs" / "facts" / "wolof.yaml")
+    results = pipeline.run(pipeline.read_pipeline(spec), "UD_Wolof-WTB", tmp_path / "out", str(ud_dir), trees=0,
+                           given={"base": str(tmp_path / "base.ckpt"), "relatives": str(tmp_path / "relatives.ckpt")},
+                           say=said.append, statistics=facts)
+    assert results["start"] == results["relatives"] and said[-1].startswith("stage 3/3 start: relatives, the higher")
+    assert "(60.00; base 30.00)" in said[-1] and "listed words" in said[-1]
+    assert read == [("relatives.ckpt", pipeline.CHOICE_SENTENCES, "DET"), ("base.ckpt", pipeline.CHOICE_SENTENCES, "DET")]
+    spec.write_text(spec.read_text().replace("config: configs/likelihood.yaml, init: base",
+                                             "config: [configs/likelihood.yaml, configs/relatives_alone.yaml], init: base"))
+    with pytest.raises(SystemExit):
+        pipeline.main([str(spec), "--treebank", "UD_Wolof-WTB", "--root", str(ud_dir), "--output", str(tmp_path / "o"),
+                       "--given", f"base={tmp_path / 'base.ckpt'}"])
+    error = capsys.readouterr().err.strip()
+    assert "give --statistics FILE" in error and "\n" not in error and not (tmp_path / "o").exists()
+
+
 def test_a_missing_treebank_or_given_checkpoint_is_one_line(ud_dir, tmp_path, capsys):
     """Wrong options end the pipeline in one line before anything trains, the tokenizer included."""
     path = tmp_path / "p.yaml"
