@@ -5,6 +5,8 @@ on a target, its test scores as a row of ``docs/results/few_trees.jsonl``, and t
         --base runs/base/multilingual_base/version_0/checkpoints/best.ckpt
     python -m benchmarks.few_trees report [--plot docs/figures/few_trees.png]
     python -m benchmarks.few_trees variants --results docs/results/ge_oracle.jsonl
+    python -m benchmarks.few_trees record --treebank UD_Welsh-CCG --output runs/nt_rel/UD_Welsh-CCG \
+        --recipe relatives=zero_shot --recipe ge=ge_facts --variant relatives --results FILE
 
 Recipes (each a shipped pipeline's stage, ``configs/pipelines/few_trees.yaml`` or without a tree
 ``no_treebank.yaml``, run by :func:`parser.pipeline.run` in ``runs/few/<treebank>/<trees>/<recipe>/seed<S>``):
@@ -40,6 +42,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from benchmarks.common import ROOT, append_row, portable, provenance, read_rows
+from objectives.conventions import ConfigurationError
 from parser import pipeline
 from parser.cli import run_reporting_errors
 from parser.data.datamodule import treebank_file
@@ -111,6 +114,28 @@ def run(treebank: str, trees: int, recipe: str, seed: int, base: Path, root: str
     row = portable(row)
     append_row(results, row)
     return row
+
+
+def record(treebank: str, output: Path, recipes: dict[str, str], variant: str | None, results: Path) -> list[dict]:
+    """Rows of the runs of a pipeline at no tree (``treeexp pipeline no_treebank_relatives ...
+    --test``) in ``output``, each stage named in ``recipes`` (stage -> recipe) as that recipe
+    (with ``variant``), read from its ``runs.jsonl``; a run's command is its ``train.py`` command."""
+    ran = {run["stage"]: run for run in pipeline.read_rows(output) if run["stage"] in recipes}
+    if missing := [stage for stage in recipes if stage not in ran]:
+        raise ConfigurationError(f"{output / pipeline.RESULTS}: no run of stage {missing[0]} has ended")
+    if untested := [stage for stage, run in ran.items() if "test" not in run]:
+        raise ConfigurationError(f"{output / pipeline.RESULTS}: its {untested[0]} run has no test scores: run the "
+                                 "pipeline again with --test (its runs are reused)")
+    rows = []
+    for stage, run in ran.items():
+        row = portable({"treebank": treebank, "trees": 0, "recipe": recipes[stage], **({"variant": variant} if variant else {}),
+                        "seed": run["seed"], "stage": stage, "cpu_minutes": run["cpu_minutes"],
+                        "peak_rss_mib": run["peak_rss_mib"], "commit": run["commit"], "command": run["command"],
+                        "date": run["date"], "test_uas": round(run["test"]["uas"], 2),
+                        "test_las": round(run["test"]["las"], 2)})
+        append_row(results, row)
+        rows.append(row)
+    return rows
 
 
 def figure(results: Path, output: Path) -> Path:
@@ -213,6 +238,13 @@ def main(argv: list[str] | None = None) -> None:
     one.add_argument("--base", type=Path, required=True, help="the multilingual base's checkpoint")
     one.add_argument("--root", help="the folder of UD treebanks (default: $UD_DIR, else data/ud)")
     one.add_argument("--results", type=Path, default=RESULTS)
+    taken = commands.add_parser("record", help="rows of a no-tree pipeline's runs (treeexp pipeline ... --test)")
+    taken.add_argument("--treebank", required=True)
+    taken.add_argument("--output", type=Path, required=True, help="the pipeline's --output folder")
+    taken.add_argument("--recipe", action="append", required=True, metavar="STAGE=RECIPE",
+                       help="a stage's runs as rows of a recipe, e.g. relatives=zero_shot ge=ge_facts")
+    taken.add_argument("--variant", help="the rows' variant, e.g. relatives")
+    taken.add_argument("--results", type=Path, required=True)
     table = commands.add_parser("report", help="the table of the recorded rows")
     table.add_argument("--results", type=Path, default=RESULTS)
     table.add_argument("--plot", type=Path, help="also draw the learning curves into this PNG")
@@ -223,6 +255,13 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.command == "variants":
         print(variants(args.results, args.shipped))
+        return
+    if args.command == "record":
+        if malformed := [item for item in args.recipe if "=" not in item]:
+            parser.error(f"--recipe takes STAGE=RECIPE, not {malformed[0]}")
+        recipes = dict(item.split("=", 1) for item in args.recipe)
+        for row in run_reporting_errors(lambda: record(args.treebank, args.output, recipes, args.variant, args.results)):
+            print(json.dumps(row))
         return
     if args.command == "report":
         print(report(args.results))

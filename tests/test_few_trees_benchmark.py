@@ -43,6 +43,36 @@ def test_the_variants_table_sets_each_variant_beside_the_shipped_recipes_with_it
     assert len(table) == 4  # no variant at 20 trees: no line
 
 
+def test_a_pipelines_runs_are_recorded_as_rows_of_the_recipes_its_stages_are(tmp_path, capsys):
+    from parser import pipeline
+
+    output, results = tmp_path / "out", tmp_path / "rows.jsonl"
+    ran = [{"stage": "base", "seed": None, "checkpoint": "base.ckpt", "command": None, "test": {"las": 40.0, "uas": 60.0}},
+           *({"stage": stage, "seed": 1, "checkpoint": f"{stage}.ckpt", "dev": {}, "cpu_minutes": minutes,
+              "peak_rss_mib": 5000, "commit": "abc", "command": f"python train.py fit --config {stage}.yaml",
+              "date": "2026-11-29", "test": {"las": las, "uas": 70.0}}
+             for stage, minutes, las in (("relatives", 15.0, 45.123), ("ge", 7.0, 47.0)))]
+    output.mkdir()
+    pipeline.write_rows(output, ran)
+    few_trees.main(["record", "--treebank", "UD_X", "--output", str(output), "--recipe", "relatives=zero_shot",
+                    "--recipe", "ge=ge_facts", "--variant", "relatives", "--results", str(results)])
+    rows = [json.loads(line) for line in results.read_text().splitlines()]
+    assert [(r["recipe"], r["variant"], r["stage"], r["test_las"], r["cpu_minutes"]) for r in rows] == [
+        ("zero_shot", "relatives", "relatives", 45.12, 15.0), ("ge_facts", "relatives", "ge", 47.0, 7.0)]
+    assert rows[1]["command"] == "python train.py fit --config ge.yaml" and rows[0]["trees"] == 0
+    capsys.readouterr()
+    for recipe, message in (("student=self_training", "no run of stage student"), ("ge", "STAGE=RECIPE")):
+        with pytest.raises(SystemExit):
+            few_trees.main(["record", "--treebank", "UD_X", "--output", str(output), "--recipe", recipe,
+                            "--results", str(results)])
+        assert message in capsys.readouterr().err
+    pipeline.write_rows(output, [{k: v for k, v in run.items() if k != "test"} for run in ran])
+    with pytest.raises(SystemExit):
+        few_trees.main(["record", "--treebank", "UD_X", "--output", str(output), "--recipe", "ge=ge_facts",
+                        "--results", str(results)])
+    assert "with --test" in capsys.readouterr().err and len(results.read_text().splitlines()) == 2
+
+
 @pytest.mark.parametrize("recipe, trees", [("ge_facts", 10), ("ge_oracle", 20), ("finetuned", 0), ("ge_counts", 0)])
 def test_a_recipe_for_another_number_of_trees_is_refused(recipe, trees, tmp_path):
     with pytest.raises(ValueError, match="is a recipe for"):
