@@ -323,24 +323,31 @@ def test_a_pipeline_learns_the_targets_tokenizer_from_its_labeled_trees_and_read
         assert stop.value.code == 2 and message in error and "\n" not in error, error
 
 
+def base_tuned_and_a_choice(tmp_path: Path, tuned: str, choose: list[str]) -> tuple[Path, dict[str, str]]:
+    """A pipeline file of a base, a stage ``tuned`` from it and a choice between ``choose``, and
+    both parsers given (checkpoints in form only, never loaded)."""
+    given = {}
+    for name in ("base", tuned):
+        with zipfile.ZipFile(tmp_path / f"{name}.ckpt", "w") as file:
+            file.writestr("x", "")
+        given[name] = str(tmp_path / f"{name}.ckpt")
+    spec = tmp_path / "p.yaml"
+    spec.write_text(f"""
+stages:
+  - {{name: base, config: configs/likelihood.yaml, data: own}}
+  - {{name: {tuned}, config: configs/likelihood.yaml, init: base}}
+  - {{name: start, choose: [{', '.join(choose)}]}}
+""")
+    return spec, given
+
+
 def test_a_choice_with_a_parser_trained_elsewhere_parses_the_first_k_dev_trees_with_each(ud_dir, tmp_path,
                                                                                          monkeypatch):
     """A base as it is never saw the target's dev: every candidate parses the same K dev trees
     (written as they are) and the higher LAS is chosen."""
-    import zipfile
-
     from parser import evaluate
 
-    for name in ("base", "tuned"):
-        with zipfile.ZipFile(tmp_path / f"{name}.ckpt", "w") as file:
-            file.writestr("x", "")
-    spec = tmp_path / "p.yaml"
-    spec.write_text("""
-stages:
-  - {name: base, config: configs/likelihood.yaml, data: own}
-  - {name: tuned, config: configs/likelihood.yaml, init: base}
-  - {name: start, choose: [base, tuned]}
-""")
+    spec, given = base_tuned_and_a_choice(tmp_path, "tuned", ["base", "tuned"])
     scored = []
 
     def score(checkpoint, gold, predicted, **options):
@@ -351,8 +358,7 @@ stages:
     said = []
     (tmp_path / "out").mkdir()
     results = pipeline.run(pipeline.read_pipeline(spec), "UD_Wolof-WTB", tmp_path / "out", str(ud_dir),
-                           given={"base": str(tmp_path / "base.ckpt"), "tuned": str(tmp_path / "tuned.ckpt")},
-                           say=said.append, trees=5)
+                           given=given, say=said.append, trees=5)
     assert results["start"] == results["tuned"] and "start: tuned, the higher mean LAS on" in said[-1]
     dev = tmp_path / "out" / "dev5.conllu"
     assert [name for name, _ in scored] == ["base.ckpt", "tuned.ckpt"] and {gold for _, gold in scored} == {dev}
@@ -365,20 +371,9 @@ def test_with_no_tree_a_choice_takes_the_tagger_that_tags_the_listed_words_as_li
     """No stage reads a tree of the target, so no dev tree may choose: each candidate's tagger
     tags the raw text's first sentences, and the one agreeing more with the facts file's word
     lists is taken; without --statistics such a pipeline stops in one line before training."""
-    import zipfile
-
     from parser import model, statistics
 
-    for name in ("base", "relatives"):
-        with zipfile.ZipFile(tmp_path / f"{name}.ckpt", "w") as file:
-            file.writestr("x", "")
-    spec = tmp_path / "p.yaml"
-    spec.write_text("""
-stages:
-  - {name: base, config: configs/likelihood.yaml, data: own}
-  - {name: relatives, config: configs/likelihood.yaml, init: base}
-  - {name: start, choose: [relatives, base]}
-""")
+    spec, given = base_tuned_and_a_choice(tmp_path, "relatives", ["relatives", "base"])
     read = []
 
     def agreement(parser, lexicon, sentences):
@@ -391,8 +386,7 @@ stages:
     (tmp_path / "out").mkdir()
     facts = str(REPO / "configs" / "facts" / "wolof.yaml")
     results = pipeline.run(pipeline.read_pipeline(spec), "UD_Wolof-WTB", tmp_path / "out", str(ud_dir), trees=0,
-                           given={"base": str(tmp_path / "base.ckpt"), "relatives": str(tmp_path / "relatives.ckpt")},
-                           say=said.append, statistics=facts)
+                           given=given, say=said.append, statistics=facts)
     assert results["start"] == results["relatives"] and said[-1].startswith("stage 3/3 start: relatives, the higher")
     assert "(60.00; base 30.00)" in said[-1] and "listed words" in said[-1]
     assert read == [("relatives.ckpt", pipeline.CHOICE_SENTENCES, "DET"), ("base.ckpt", pipeline.CHOICE_SENTENCES, "DET")]
@@ -400,7 +394,7 @@ stages:
                                              "config: [configs/likelihood.yaml, configs/relatives_alone.yaml], init: base"))
     with pytest.raises(SystemExit):
         pipeline.main([str(spec), "--treebank", "UD_Wolof-WTB", "--root", str(ud_dir), "--output", str(tmp_path / "o"),
-                       "--given", f"base={tmp_path / 'base.ckpt'}"])
+                       "--given", f"base={given['base']}"])
     error = capsys.readouterr().err.strip()
     assert "give --statistics FILE" in error and "\n" not in error and not (tmp_path / "o").exists()
 
