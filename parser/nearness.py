@@ -37,6 +37,7 @@ from parser.fetch import default_root
 
 MEASURES = ("upos_ngrams", "head_direction", "subword_overlap")
 SIMILARITIES = {"subword_overlap"}  # higher is nearer; the others are distances
+RAW_TEXT_MEASURES = ("subword_overlap",)  # the measures that read no tree of the target
 ORDERS = (1, 2, 3)  # UPOS n-gram orders
 CANDIDATE_WORDS = 10_000  # every release of the many-language and relatives sets has at least this many
 SMOOTHING = 0.5  # added to every count of an n-gram or a direction
@@ -238,11 +239,17 @@ def rank(target: Sequence[Sentence], raw: Sequence[Sentence], candidates: dict[s
 
 
 def rank_target(target: Path, trees: int | None, raw: Sequence[Sentence] | None, root: Path,
-                names: Sequence[str] | None = None, measures: Sequence[str] = MEASURES, tokens: str = "e5",
+                names: Sequence[str] | None = None, measures: Sequence[str] | None = None, tokens: str = "e5",
                 candidate_words: int = CANDIDATE_WORDS) -> list[Nearness]:
     """The treebanks ``names`` (folders or names under ``root``, languages; default every ``UD_*``
     folder there) ranked for the first ``trees`` trees of the ``target`` file (None: all) and
-    the ``raw`` text (None: the file's sentences after them), the target's own folder left out."""
+    the ``raw`` text (None: the file's sentences after them), the target's own folder left out;
+    by ``measures`` (None: every one, and with no tree the raw text's, subword_overlap)."""
+    if trees == 0:
+        if needing := [m for m in measures or () if m not in RAW_TEXT_MEASURES]:
+            raise ConfigurationError(f"{', '.join(needing)} counts trees, and --trees 0 gives none: "
+                                     "the raw text's measure is subword_overlap")
+        measures = measures or RAW_TEXT_MEASURES
     if names is None and not root.is_dir():
         raise ConfigurationError(f"no folder of treebanks {root}: give --root or --candidates")
     sentences = read_conllu(target)
@@ -252,7 +259,7 @@ def rank_target(target: Path, trees: int | None, raw: Sequence[Sentence] | None,
     names = names or sorted(p.name for p in root.glob("UD_*") if p.is_dir() and any(p.glob("*.conllu")))
     candidates = {name: files for name in names
                   if (files := [f for f in candidate_files(name, root) if f.resolve().parent != mine])}
-    return rank(labeled, raw, candidates, measures, tokens, candidate_words)
+    return rank(labeled, raw, candidates, measures or MEASURES, tokens, candidate_words)
 
 
 def relative_shares(ranked: Sequence[dict], nearest: int, share: float, alike: bool = False) -> dict[str, float]:
@@ -277,7 +284,7 @@ def table(results: Sequence[Nearness]) -> str:
 def main(argv: Sequence[str] | None = None) -> None:
     cli = argparse.ArgumentParser(prog="treeexp nearness", description=__doc__.split("\n\n")[0])
     cli.add_argument("--target", type=Path, required=True, help="the target's trees (CoNLL-U)")
-    cli.add_argument("--trees", type=int, help="only its first K trees (default: all)")
+    cli.add_argument("--trees", type=int, help="only its first K trees (default: all; 0: none, the file is raw text)")
     cli.add_argument("--raw", type=Path, nargs="+",
                      help="the target's raw text (.txt one sentence per line, or CoNLL-U; default: the target file "
                           "after the first K trees)")
@@ -285,8 +292,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                      help="treebanks (folders or names under --root) or languages (Kazakh: UD_Kazakh-*); "
                           "default: every UD_* folder under --root")
     cli.add_argument("--root", type=Path, help="the folder of UD treebanks (default: $UD_DIR, else data/ud)")
-    cli.add_argument("--measure", nargs="+", choices=MEASURES, default=list(MEASURES),
-                     help="the measures the ranking averages (default: all)")
+    cli.add_argument("--measure", nargs="+", choices=MEASURES,
+                     help="the measures the ranking averages (default: all; with --trees 0 subword_overlap)")
     cli.add_argument("--tokens", choices=("e5", "words"), default="e5",
                      help="subword_overlap's tokens: multilingual-e5-small pieces or whitespace words")
     cli.add_argument("--candidate-words", type=int, default=CANDIDATE_WORDS,
@@ -295,9 +302,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = cli.parse_args(argv)
 
     def run() -> None:
-        for option, value in (("--trees", args.trees), ("--candidate-words", args.candidate_words)):
-            if value is not None and value < 1:
-                raise ConfigurationError(f"{option} must be at least 1, not {value}")
+        for option, value, least in (("--trees", args.trees, 0), ("--candidate-words", args.candidate_words, 1)):
+            if value is not None and value < least:
+                raise ConfigurationError(f"{option} must be at least {least}, not {value}")
         raw = [s for path in args.raw for s in read_sentences(path)] if args.raw else None
         results = rank_target(args.target, args.trees, raw, args.root or default_root(), args.candidates,
                               args.measure, args.tokens, args.candidate_words)

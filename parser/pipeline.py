@@ -262,7 +262,7 @@ def nearest_treebanks(train: Path, trees: int | None, raw: tuple[str, Path] | No
         say(f"relatives: ranked in {path} (reused)")
     else:
         from parser.data.stream import Source
-        from parser.nearness import MEASURES, NoCandidates, candidate_folders, rank_target
+        from parser.nearness import NoCandidates, candidate_folders, rank_target
 
         folder = default_root() if root is None else Path(root)
         names = None if candidates is None else [f.name if f.parent.resolve() == folder.resolve() else str(f)
@@ -270,8 +270,7 @@ def nearest_treebanks(train: Path, trees: int | None, raw: tuple[str, Path] | No
         text = None if raw is None else [s for s in islice(Source(raw[0], tokenizer=str(raw[1])).sentences(), RAW_SENTENCES)
                                          if not isinstance(s, ConlluError)]
         try:
-            measures = ("subword_overlap",) if trees == 0 else MEASURES
-            ranked = [r.row() for r in rank_target(train, trees, text, folder, names, measures)]
+            ranked = [r.row() for r in rank_target(train, trees, text, folder, names)]
         except NoCandidates:
             ranked = []
         output.mkdir(parents=True, exist_ok=True)

@@ -84,11 +84,16 @@ def test_the_command_prints_a_ranked_table_and_json(ud_dir, capsys):
     assert [(r["treebank"], r["rank"], r["mean_rank"]) for r in rows] == [("Kazakh", 1, 1.0), ("Italian-ParTUT", 2, 2.0)]
     assert rows[0]["files"] == [str(ud_dir / "UD_Kazakh-KTB" / name) for name in ("kk_ktb-ud-train.conllu", "kk_ktb-ud-test.conllu")]
     assert rows[0]["words"] >= nearness.CANDIDATE_WORDS and set(rows[0]) >= {"head_direction"}
+    nearness.main([*arguments, "--json", "--trees", "0"])  # no tree: the file is raw text, ranked by its words
+    rows = json.loads(capsys.readouterr().out)
+    assert {r["treebank"] for r in rows} == {"Kazakh", "Italian-ParTUT"} and all(
+        set(nearness.MEASURES) & set(r) == {"subword_overlap"} for r in rows)
 
 
 @pytest.mark.parametrize("arguments, says", [
     (["--candidates", "Klingon"], "no treebank 'Klingon'"),
-    (["--candidates", "Kazakh", "--trees", "0"], "--trees must be at least 1"),
+    (["--candidates", "Kazakh", "--trees", "-1"], "--trees must be at least 0"),
+    (["--candidates", "Kazakh", "--trees", "0", "--measure", "upos_ngrams"], "upos_ngrams counts trees"),
     (["--candidates", "Kazakh", "--candidate-words", "0"], "--candidate-words must be at least 1"),
     (["--candidates", "Kazakh", "--trees", "100000"], "subword_overlap needs raw text"),
 ])
