@@ -34,8 +34,8 @@ the target trains on the N alone (S = 1; ranked by the raw text's words alone); 
 trains nothing and stands for whichever of A and B has the higher mean dev LAS, with its reason
 printed (a rule chosen on dev only; where one of them was not trained on the target here, a base
 as it is, every one parses the target's dev trees, the first K with ``--trees K``, and is scored
-alike; where no stage reads a tree of the target, no dev tree either: whichever tagger tags more
-of the words the facts file of ``--statistics`` lists as it lists them, on the raw text). A finished stage is reused, a stopped one resumes from its
+alike; where no stage reads a tree of the target, no dev tree either: whichever parser's expected
+rates on the raw text lie nearer the bands of the facts file of ``--statistics``). A finished stage is reused, a stopped one resumes from its
 ``last.ckpt``; ``--given STAGE=CHECKPOINT`` takes a stage's parser from elsewhere (a
 multilingual base trained once for every language); ``--seed S`` runs the recipe again with
 another seed beside the first (the ensemble's runs reused); ``--dry-run`` prints the commands.
@@ -386,26 +386,17 @@ def parsed_las(candidates: dict[str, Sequence[Run]], dev: Path, scratch: Path) -
             for name, runs in candidates.items()}
 
 
-def listed_words_tagged(candidates: dict[str, Sequence[Run]], statistics: str, text: Path) -> dict[str, float]:
-    """Each candidate's mean share (%) of the words the facts file ``statistics`` lists (its
-    ``words``) that its tagger tags as listed, on the first ``CHOICE_SENTENCES`` sentences of
-    ``text`` (:func:`parser.statistics.tagger_agreement`): a choice with no dev tree."""
-    from parser.data.lexicon import read_lexicon
+def facts_distances(candidates: dict[str, Sequence[Run]], statistics: str, text: Path) -> dict[str, float]:
+    """Each candidate's mean distance outside the bands of the facts (or statistics) file
+    ``statistics`` on the first ``CHOICE_SENTENCES`` sentences of ``text``, read as raw text
+    (:func:`parser.statistics.facts_distance`): a choice with no dev tree."""
     from parser.data.sentences import read_conllu
     from parser.model import Parser
-    from parser.statistics import tagger_agreement
+    from parser.statistics import facts_distance
 
-    lexicon = read_lexicon(config_path(statistics))
-    if not lexicon:
-        raise ConfigurationError(f"{statistics} lists no words: with no dev tree a choice reads a facts file's words "
-                                 "(docs/usage.md#a-languages-statistics)")
     sentences = read_conllu(text)[:CHOICE_SENTENCES]
-
-    def share(run_: Run) -> float:
-        agree, listed = tagger_agreement(Parser.load(run_.best), lexicon, sentences)
-        return 100 * agree / max(listed, 1)
-
-    return {name: fmean(share(r) for r in runs) for name, runs in candidates.items()}
+    return {name: fmean(facts_distance(Parser.load(r.best), statistics, sentences) for r in runs)
+            for name, runs in candidates.items()}
 
 
 def stage_overrides(stage: Stage, seed: int, treebank: str, root: str | None,
@@ -441,7 +432,7 @@ def run(pipeline: Pipeline, treebank: str, output: Path, root: str | None = None
     ``statistics``: the language's statistics or facts file, passed to every training run
     (``train.py --statistics``). ``trees``: the target's first K training trees are every
     target stage's labeled trees (the rest its raw text) and its first K dev trees its dev set;
-    0: no stage reads a tree of the target, and a choice reads the raw text (:func:`listed_words_tagged`).
+    0: no stage reads a tree of the target, and a choice reads the raw text (:func:`facts_distances`).
     ``raw``: (the target's untokenised text, a tokenizer): every target stage whose terms read
     raw text reads it (``--data.unlabeled``), tokenised as the stream reads it. ``ranked``: the
     treebanks nearest the target (:func:`nearest_treebanks`), for the stages with relatives."""
@@ -470,16 +461,23 @@ def run(pipeline: Pipeline, treebank: str, output: Path, root: str | None = None
         trained_here = {s.name for s in pipeline.stages if s.config and s.data == "target" and s.name not in given}
         if stage.choose and dry_run:
             results[stage.name] = results[stage.choose[0]]
-            how = ("share of the facts file's listed words its tagger tags as listed (no dev tree)" if trees == 0 else
-                   "dev LAS" if set(stage.choose) <= trained_here else "LAS on the target's dev trees, each parsing them")
-            say(f"stage {i}/{len(pipeline.stages)} {stage.name}: whichever of {', '.join(stage.choose)} has the higher mean {how}")
+            how = ("the smaller mean distance outside the bands of the facts file's rates on the raw text (no dev tree)"
+                   if trees == 0 else "the higher mean dev LAS" if set(stage.choose) <= trained_here
+                   else "the higher mean LAS on the target's dev trees, each parsing them")
+            say(f"stage {i}/{len(pipeline.stages)} {stage.name}: whichever of {', '.join(stage.choose)} has {how}")
             continue
         if stage.choose:
-            if trees == 0:  # no dev tree: the tagger that knows the language's listed words best
+            if trees == 0:  # no dev tree: the parser nearer what is known of the language
                 text = treebank_file(treebank, "train", root)
-                means = listed_words_tagged({name: results[name] for name in stage.choose}, statistics, text)
-                how = f"share of {statistics}'s listed words tagged as listed on {text}'s first {CHOICE_SENTENCES} sentences"
-            elif set(stage.choose) <= trained_here:  # each validated on the target's dev trees in training
+                distances = facts_distances({name: results[name] for name in stage.choose}, statistics, text)
+                chosen = min(distances, key=distances.__getitem__)
+                results[stage.name] = results[chosen]
+                others = ", ".join(f"{name} {value:.4f}" for name, value in distances.items() if name != chosen)
+                say(f"stage {i}/{len(pipeline.stages)} {stage.name}: {chosen}, the smaller mean distance outside the "
+                    f"bands of {statistics} on {text}'s first {CHOICE_SENTENCES} sentences as raw text "
+                    f"({distances[chosen]:.4f}; {others})")
+                continue
+            if set(stage.choose) <= trained_here:  # each validated on the target's dev trees in training
                 means, how = {name: mean_dev_las(results[name]) for name in stage.choose}, "dev LAS"
             else:  # a parser trained elsewhere never saw the target's dev: every one parses it alike
                 dev = dev_trees(treebank_file(treebank, "dev", root), trees, output)
@@ -677,8 +675,8 @@ def main(argv: list[str] | None = None) -> None:
         if labeled == 0:
             options["trees"] = 0
             if any(s.choose for s in pipeline.stages if s.name in needed) and not args.statistics:
-                raise ConfigurationError("with no tree of the target a choice between parsers reads the words a facts "
-                                         "file lists (docs/usage.md#a-languages-statistics): give --statistics FILE")
+                raise ConfigurationError("with no tree of the target a choice between parsers reads what a facts file "
+                                         "says (docs/usage.md#a-languages-statistics): give --statistics FILE")
         if labeled == 0 and args.raw:
             raise ConfigurationError("--raw is tokenised by a tokenizer learned from the target's trees, and this "
                                      "pipeline labels none: give tokenised text (one sentence per line) instead")

@@ -257,23 +257,41 @@ def lexicon_line(lexicon: Mapping[str, str], sentences: Sequence[Sentence]) -> s
     return line
 
 
+def outside_bands(constraints: Sequence[Constraint], measured: torch.Tensor) -> list[float]:
+    """How far each measured rate lies outside its statistic's band (``|rate - target| -
+    tolerance``, 0 inside; NaN where it was counted over nothing)."""
+    return [max(abs(rate - c.target) - (c.tolerance or 0.0), 0.0) if rate == rate else math.nan
+            for c, rate in zip(constraints, measured.tolist())]
+
+
+def mean_outside(gaps: Sequence[float]) -> float:
+    """The mean of :func:`outside_bands`' distances over the rates measured (0 where none was)."""
+    measured = [gap for gap in gaps if gap == gap]
+    return sum(measured) / max(len(measured), 1)
+
+
+def facts_distance(parser, statistics_file: str | Path, sentences: Sequence[Sentence]) -> float:
+    """The mean distance outside the bands of the statistics (or facts) file's rates of ``parser``'s
+    expected rates on ``sentences`` (its words alone; the file's words tagging the text, as GE
+    reads it): with no tree, how far a parser is from what is known of the language."""
+    constraints = load_constraints(config_path(statistics_file))
+    measured = measured_rates(parser, constraints, sentences, lexicon=read_lexicon(config_path(statistics_file)))
+    return mean_outside(outside_bands(constraints, measured))
+
+
 def measure_table(constraints: Sequence[Constraint], measured: torch.Tensor, gold: torch.Tensor | None) -> str:
     """A line per statistic: what it counts, target ± tolerance, the parser's rate, how far
     outside the band it lies (0 inside), and the gold rate where known."""
     header = ["statistic", "target", "parser", "outside", *(["gold"] if gold is not None else [])]
-    lines, outside = [header], []
-    for i, c in enumerate(constraints):
+    lines, outside = [header], outside_bands(constraints, measured)
+    for i, (c, gap) in enumerate(zip(constraints, outside)):
         what = " ".join(str(x) for x in (c.child, c.label or "", c.direction or "", "of", c.parent, "per", c.per) if x)
-        rate = measured[i].item()
-        gap = max(abs(rate - c.target) - (c.tolerance or 0.0), 0.0) if rate == rate else float("nan")
-        outside.append(gap)
-        lines.append([what, f"{c.target:.3f} ± {c.tolerance or 0:.3f}", f"{rate:.3f}", f"{gap:.3f}",
+        lines.append([what, f"{c.target:.3f} ± {c.tolerance or 0:.3f}", f"{measured[i].item():.3f}", f"{gap:.3f}",
                       *([f"{gold[i].item():.3f}"] if gold is not None else [])])
     widths = [max(len(line[j]) for line in lines) for j in range(len(header))]
     table = ["  ".join(cell.ljust(w) if j == 0 else cell.rjust(w) for j, (cell, w) in enumerate(zip(line, widths)))
              for line in lines]
-    mean = sum(g for g in outside if g == g) / max(sum(g == g for g in outside), 1)
-    return "\n".join([*table, f"mean distance outside the bands: {mean:.4f} over {len(constraints)} statistics"])
+    return "\n".join([*table, f"mean distance outside the bands: {mean_outside(outside):.4f} over {len(constraints)} statistics"])
 
 
 def count_once(train: Path, trees: int | None, output: Path, resamples: int = 200) -> Path:

@@ -231,10 +231,13 @@ def test_relatives_are_the_treebanks_nearest_the_target_ranked_once_sharing_part
 
 
 def test_with_no_tree_of_the_target_its_relatives_alone_train_alike_ranked_by_its_raw_text(
-        ud_dir, tmp_path, capsys, fake_training):
+        ud_dir, tmp_path, capsys, fake_training, monkeypatch):
     """A stage that reads no tree of the target (no_treebank_relatives) trains on the relatives
     alone, each alike (shares summing to 1), the ranking reading no tree of the target (its raw
-    text's words alone); the next stage starts from that parser and learns from it."""
+    text's words alone); the next stage starts from that parser and learns from it where it is
+    nearer the facts than the base (no dev tree to choose on)."""
+    from parser import model, statistics
+
     root = tiny_treebank(ud_dir, tmp_path / "ud")
     for name, source in (("UD_Wolof-Other", "UD_Wolof-WTB"), ("UD_Yoruba-YTB", "UD_Yoruba-YTB"),
                          ("UD_English-EWT", "UD_English-EWT")):
@@ -247,8 +250,11 @@ def test_with_no_tree_of_the_target_its_relatives_alone_train_alike_ranked_by_it
     assert rows[0]["treebank"] == "UD_Wolof-Other" and all("upos_ngrams" not in row for row in rows)
     base = tmp_path / "base.ckpt"
     zipfile.ZipFile(base, "w").close()  # a checkpoint's form, never loaded here
-    pipeline.run(chain, "UD_Tiny", output, str(root), given={"base": str(base)}, ranked=rows,
+    monkeypatch.setattr(model.Parser, "load", staticmethod(lambda path: Path(path)))
+    monkeypatch.setattr(statistics, "facts_distance", lambda parser, facts, text: 0.1 if parser == base else 0.01)
+    pipeline.run(chain, "UD_Tiny", output, str(root), given={"base": str(base)}, ranked=rows, trees=0,
                  statistics="configs/facts/wolof.yaml", say=print)
+    assert "start: relatives, the smaller mean distance" in capsys.readouterr().out
     relatives, ge = fake_training
     shares = json.loads(relatives[relatives.index("--data.relatives") + 1])
     assert len(shares) == 3 and all(share == pytest.approx(1 / 3, abs=1e-4) for share in shares.values())  # each alike
@@ -366,30 +372,30 @@ def test_a_choice_with_a_parser_trained_elsewhere_parses_the_first_k_dev_trees_w
     assert dev.read_text(encoding="utf-8").count("\n\n") == 5 and whole.startswith(dev.read_text(encoding="utf-8"))
 
 
-def test_with_no_tree_a_choice_takes_the_tagger_that_tags_the_listed_words_as_listed(ud_dir, tmp_path, monkeypatch,
-                                                                                       capsys):
-    """No stage reads a tree of the target, so no dev tree may choose: each candidate's tagger
-    tags the raw text's first sentences, and the one agreeing more with the facts file's word
-    lists is taken; without --statistics such a pipeline stops in one line before training."""
+def test_with_no_tree_a_choice_takes_the_parser_nearer_the_facts_on_the_raw_text(ud_dir, tmp_path, monkeypatch,
+                                                                                  capsys):
+    """No stage reads a tree of the target, so no dev tree may choose: each candidate's expected
+    rates on the raw text's first sentences are held against the facts file's bands, and the
+    nearer is taken; without --statistics such a pipeline stops in one line before training."""
     from parser import model, statistics
 
     spec, given = base_tuned_and_a_choice(tmp_path, "relatives", ["relatives", "base"])
     read = []
 
-    def agreement(parser, lexicon, sentences):
-        read.append((parser, len(sentences), lexicon["bi"]))
-        return {"base.ckpt": (30, 100), "relatives.ckpt": (60, 100)}[parser]
+    def distance(parser, facts, sentences):
+        read.append((parser, len(sentences), Path(facts).name, sentences[0].words == sentences[0].words))
+        return {"base.ckpt": 0.0650, "relatives.ckpt": 0.0802}[parser]
 
     monkeypatch.setattr(model.Parser, "load", staticmethod(lambda path: Path(path).name))
-    monkeypatch.setattr(statistics, "tagger_agreement", agreement)
+    monkeypatch.setattr(statistics, "facts_distance", distance)
     said = []
     (tmp_path / "out").mkdir()
     facts = str(REPO / "configs" / "facts" / "wolof.yaml")
     results = pipeline.run(pipeline.read_pipeline(spec), "UD_Wolof-WTB", tmp_path / "out", str(ud_dir), trees=0,
                            given=given, say=said.append, statistics=facts)
-    assert results["start"] == results["relatives"] and said[-1].startswith("stage 3/3 start: relatives, the higher")
-    assert "(60.00; base 30.00)" in said[-1] and "listed words" in said[-1]
-    assert read == [("relatives.ckpt", pipeline.CHOICE_SENTENCES, "DET"), ("base.ckpt", pipeline.CHOICE_SENTENCES, "DET")]
+    assert results["start"] == results["base"] and said[-1].startswith("stage 3/3 start: base, the smaller mean distance")
+    assert "(0.0650; relatives 0.0802)" in said[-1] and "wo_wtb-ud-train.conllu's first 500 sentences" in said[-1]
+    assert read == [(name, pipeline.CHOICE_SENTENCES, "wolof.yaml", True) for name in ("relatives.ckpt", "base.ckpt")]
     spec.write_text(spec.read_text().replace("config: configs/likelihood.yaml, init: base",
                                              "config: [configs/likelihood.yaml, configs/relatives_alone.yaml], init: base"))
     with pytest.raises(SystemExit):

@@ -118,6 +118,12 @@ def test_a_parsers_rates_are_measured_batch_by_batch_beside_the_targets(tiny_ber
     assert table[0].split() == ["statistic", "target", "parser", "outside", "gold"]
     assert table[2].startswith("any obj right of VERB per arc") and len(table) == len(constraints) + 4
     assert table[-3].startswith("mean distance outside the bands:")  # the facts file's words tag the text too
+    gaps = statistics.outside_bands(constraints, statistics.measured_rates(parser, constraints, wolof_dev[:12],
+                                                                           lexicon=read_lexicon(facts)))
+    assert all(gap >= 0 for gap in gaps) and any(gap > 0 for gap in gaps)  # a parser that never trained
+    assert [round(g, 3) for g in gaps] == [float(line.split()[-2]) for line in table[1:-3]]
+    with_words = statistics.facts_distance(parser, facts, wolof_dev[:12])  # the facts file's words tag the text
+    assert with_words == pytest.approx(float(table[-3].split()[5]), abs=5e-5) and with_words > 0
     assert table[-2].startswith(f"lexicon: {len(read_lexicon(facts))} forms tag ") and "as the text does" in table[-2]
     assert table[-1].startswith("tagger: ") and "listed words tagged as listed" in table[-1]
 
