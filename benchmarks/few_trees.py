@@ -53,6 +53,7 @@ RUNS = ROOT / "runs" / "few"
 RECIPES = ("zero_shot", "finetuned", "self_training", "ge_facts", "ge_counts", "ge_oracle")
 NO_TREE = ("ge_facts", "ge_oracle")  # recipes for no tree
 SOME_TREES = ("finetuned", "ge_counts")  # recipes for K > 0 trees
+SHIPPED_COLUMNS = (("zero_shot", None), ("self_training", None))  # every variants table's first columns
 KL = "{objective: {class_path: objectives.Distillation, init_args: {labeled: true}}, data: unlabeled}"
 TREES = "{objective: objectives.Likelihood}, {objective: objectives.TagLikelihood}"
 
@@ -207,11 +208,12 @@ def variants(results: Path, shipped: Path) -> str:
     ``zero_shot`` and ``self_training`` of the same treebank and trees (``shipped``); each
     variant's cell adds its LAS difference from the zero-shot base."""
     rows, reference = read_rows(results), read_rows(shipped)
-    columns = list(dict.fromkeys((r["recipe"], r.get("variant")) for r in rows))
+    columns = [column for column in dict.fromkeys((r["recipe"], r.get("variant")) for r in rows)
+               if column not in SHIPPED_COLUMNS]  # a file of its own base's rows holds those too
     header = ["zero_shot", "self_training", *(f"{recipe}: {variant}" if variant else recipe for recipe, variant in columns)]
     lines = ["| treebank | trees | " + " | ".join(header) + " |", "|---|---:|" + "---:|" * len(header)]
     gains: dict[tuple[str, str | None], list[float]] = {column: [] for column in columns}
-    for treebank, trees in sorted({(r["treebank"], r["trees"]) for r in rows}):
+    for treebank, trees in sorted({(r["treebank"], r["trees"]) for r in rows if (r["recipe"], r.get("variant")) in columns}):
         def of(found: list[dict], recipe: str, variant: str | None = None) -> list[dict]:
             return [r for r in found if (r["treebank"], r["trees"], r["recipe"], r.get("variant"))
                     == (treebank, trees, recipe, variant)]

@@ -41,6 +41,8 @@ def test_the_variants_table_sets_each_variant_beside_the_shipped_recipes_with_it
     assert table[2] == "| UD_X | 0 | 40.00 (60.00) | 41.00 (61.00) | 53.00 (70.00) +13.00 n=2 | 38.50 (59.00) -1.50 |"
     assert table[3] == "| mean LAS gain over the zero-shot base (treebanks) | | | | +13.00 (1) | -1.50 (1) |"
     assert len(table) == 4  # no variant at 20 trees: no line
+    results.write_text(shipped.read_text() + results.read_text())  # a file of its own base's rows, the shipped ones too
+    assert few_trees.variants(results, results).splitlines()[:4] == table
 
 
 def test_a_pipelines_runs_are_recorded_as_rows_of_the_recipes_its_stages_are(tmp_path, capsys):
