@@ -217,7 +217,7 @@ def variants(results: Path, shipped: Path) -> str:
         def of(found: list[dict], recipe: str, variant: str | None = None) -> list[dict]:
             return [r for r in found if (r["treebank"], r["trees"], r["recipe"], r.get("variant"))
                     == (treebank, trees, recipe, variant)]
-        base = [r for r in reference if (r["treebank"], r["recipe"]) == (treebank, "zero_shot")]
+        base = of(reference, "zero_shot")
         for column in columns:
             if (found := of(rows, *column)) and base:
                 gains[column].append(statistics.mean(r["test_las"] for r in found)
