@@ -35,7 +35,7 @@ trains nothing and stands for whichever of A and B has the higher mean dev LAS, 
 printed (a rule chosen on dev only; where one of them was not trained on the target here, a base
 as it is, every one parses the target's dev trees, the first K with ``--trees K``, and is scored
 alike; where no stage reads a tree of the target, no dev tree either: whichever parser's expected
-rates on the raw text lie nearer the bands of the facts file of ``--statistics``). A finished stage is reused, a stopped one resumes from its
+rates on the raw text lie nearer the bands of the facts file of ``--statistics``, the first listed on a tie). A finished stage is reused, a stopped one resumes from its
 ``last.ckpt``; ``--given STAGE=CHECKPOINT`` takes a stage's parser from elsewhere (a
 multilingual base trained once for every language); ``--seed S`` runs the recipe again with
 another seed beside the first (the ensemble's runs reused); ``--dry-run`` prints the commands.
@@ -470,7 +470,7 @@ def run(pipeline: Pipeline, treebank: str, output: Path, root: str | None = None
             if trees == 0:  # no dev tree: the parser nearer what is known of the language
                 text = treebank_file(treebank, "train", root)
                 distances = facts_distances({name: results[name] for name in stage.choose}, statistics, text)
-                chosen = min(distances, key=distances.__getitem__)
+                chosen = min(distances, key=distances.__getitem__)  # a tie: the first listed
                 results[stage.name] = results[chosen]
                 others = ", ".join(f"{name} {value:.4f}" for name, value in distances.items() if name != chosen)
                 say(f"stage {i}/{len(pipeline.stages)} {stage.name}: {chosen}, the smaller mean distance outside the "

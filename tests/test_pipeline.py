@@ -396,6 +396,11 @@ def test_with_no_tree_a_choice_takes_the_parser_nearer_the_facts_on_the_raw_text
     assert results["start"] == results["base"] and said[-1].startswith("stage 3/3 start: base, the smaller mean distance")
     assert "(0.0650; relatives 0.0802)" in said[-1] and "wo_wtb-ud-train.conllu's first 500 sentences" in said[-1]
     assert read == [(name, pipeline.CHOICE_SENTENCES, "wolof.yaml", True) for name in ("relatives.ckpt", "base.ckpt")]
+    monkeypatch.setattr(statistics, "facts_distance", lambda parser, facts, sentences: 0.0)  # every fact inside its band
+    results = pipeline.run(pipeline.read_pipeline(spec), "UD_Wolof-WTB", tmp_path / "out", str(ud_dir), trees=0,
+                           given=given, say=said.append, statistics=facts)
+    assert results["start"] == results["relatives"]  # a tie: the first listed (the shipped pipeline lists the base first)
+    assert pipeline.read_pipeline("no_treebank_relatives").stages[2].choose == ("base", "relatives")
     spec.write_text(spec.read_text().replace("config: configs/likelihood.yaml, init: base",
                                              "config: [configs/likelihood.yaml, configs/relatives_alone.yaml], init: base"))
     with pytest.raises(SystemExit):
