@@ -35,8 +35,8 @@ trains nothing and stands for whichever of A and B has the higher mean dev LAS, 
 printed (a rule chosen on dev only; where one of them was not trained on the target here, a base
 as it is, every one parses the target's dev trees, the first K with ``--trees K``, and is scored
 alike; where no stage reads a tree of the target, no dev tree either: whichever parser's expected
-rates on the raw text lie nearer the bands of the facts file of ``--statistics``, the first listed on a tie). A finished stage is reused, a stopped one resumes from its
-``last.ckpt``; ``--given STAGE=CHECKPOINT`` takes a stage's parser from elsewhere (a
+rates on the raw text lie nearer the bands of the facts file of ``--statistics``, the first listed
+on a tie). A finished stage is reused, a stopped one resumes from its ``last.ckpt``; ``--given STAGE=CHECKPOINT`` takes a stage's parser from elsewhere (a
 multilingual base trained once for every language); ``--seed S`` runs the recipe again with
 another seed beside the first (the ensemble's runs reused); ``--dry-run`` prints the commands.
 Only the stages the final parser is made from train; another (a parser trained only to be
