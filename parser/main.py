@@ -21,6 +21,7 @@ COMMANDS = {  # name: (module, what it does)
     "margin": ("parser.crossing_margin", "choose the crossing margin of decoding on dev"),
     "fetch": ("parser.fetch", "download a UD treebank"),
     "nearness": ("parser.nearness", "rank treebanks by their nearness to a new language's trees and text"),
+    "average": ("parser.averaging", "average saved parsers weight by weight (a fine-tuned parser pulled back toward its start)"),
     "vectors": ("parser.vectors", "learn word vectors from a language's raw text (for --model.encoder_options.word_vectors)"),
 }
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from pathlib import Path
 
@@ -244,14 +244,23 @@ class Parser(LightningModule):
         directory; the encoder is rebuilt from the files saved with it (no network, no
         encoder package needed). Its terms are not saved: a loaded parser parses."""
         saved = checkpoint_files.read(path, map_location)
+        parser = cls.unweighted(saved)
+        saved.load_weights_into(parser, map_location)
+        return parser.to(map_location).eval()
+
+    @classmethod
+    def unweighted(cls, saved: checkpoint_files.SavedParser, labels: Sequence[str] | None = None,
+                   treebanks: Sequence[str] | None = None) -> Parser:
+        """A parser of ``saved``'s settings and encoder, its weights not loaded; ``labels`` and
+        ``treebanks``: other vocabularies than the saved parser's."""
         h = saved.hparams
         parser = cls(h["encoder"], EncoderOptions(**h["encoder_options"]), Heads(**h["heads"]),
                      teacher=TeacherOptions.of(h["teacher"], h.get("teacher_ema"), h.get("teacher_cache_mib")),
                      decoding=Decoding(**h["decoding"]))
         with checkpoint_files.unpacked(saved.encoder_files) as source:
-            parser.build(h["labels"], source, h.get("treebanks") or ())
-        saved.load_weights_into(parser, map_location)
-        return parser.to(map_location).eval()
+            parser.build(list(h["labels"] if labels is None else labels), source,
+                         list(h.get("treebanks") or () if treebanks is None else treebanks))
+        return parser
 
     def save(self, directory: str | Path) -> Path:
         """Write this parser to ``directory`` for :meth:`load` elsewhere: weights as

@@ -36,7 +36,9 @@ printed (a rule chosen on dev only; where one of them was not trained on the tar
 as it is, every one parses the target's dev trees, the first K with ``--trees K``, and is scored
 alike; where no stage reads a tree of the target, no dev tree either: whichever parser's expected
 rates on the raw text lie nearer the bands of the facts file of ``--statistics``, the first listed
-on a tie). A finished stage is reused, a stopped one resumes from its ``last.ckpt``; ``--given STAGE=CHECKPOINT`` takes a stage's parser from elsewhere (a
+on a tie); ``average: {A: 0.5, B: 0.5}`` trains nothing either: the parsers of A and B (of each seed)
+averaged weight by weight (``treeexp average``, :mod:`parser.averaging`) into
+``OUTPUT/<stage>/seed<S>/parser``. A finished stage is reused, a stopped one resumes from its ``last.ckpt``; ``--given STAGE=CHECKPOINT`` takes a stage's parser from elsewhere (a
 multilingual base trained once for every language); ``--seed S`` runs the recipe again with
 another seed beside the first (the ensemble's runs reused); ``--dry-run`` prints the commands.
 Only the stages the final parser is made from train; another (a parser trained only to be
@@ -59,6 +61,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import os
 import shlex
 import shutil
@@ -80,7 +83,7 @@ from parser.data.sentences import ConlluError
 from parser.fetch import default_root
 from parser.data.tokenizer import TOKENIZER_FILE
 from parser.runs import CONFIGS, FINISHED, Run, config_path, finished, fit, fit_command, mean_dev_las, shell_line, write_whole
-from parser.training.checkpoint import check_checkpoint_path
+from parser.training.checkpoint import CONFIG, check_checkpoint_path
 from parser.training.callbacks import MONITOR
 
 RESULTS = "runs.jsonl"  # OUTPUT/runs.jsonl: a row per stage and seed, what `treeexp pipeline report` reads
@@ -123,6 +126,7 @@ class Stage:
     init: str | None = None
     data: str = "target"
     choose: tuple[str, ...] = ()
+    average: tuple[tuple[str, float], ...] = ()  # (stage, weight) pairs
     relatives: Relatives | None = None
 
     def configs(self) -> tuple[str, ...]:
@@ -131,7 +135,8 @@ class Stage:
 
     def earlier(self) -> list[str]:
         """The stages this one reads."""
-        return [s for s in (self.teacher and self.teacher.stage, self.init, *self.choose) if s]
+        return [s for s in (self.teacher and self.teacher.stage, self.init, *self.choose,
+                            *(name for name, _ in self.average)) if s]
 
 
 @dataclass
@@ -197,7 +202,7 @@ def read_pipeline(path: str | Path, until: str | None = None, seed: int | None =
             raise ConfigurationError(f"{where}: unknown keys {', '.join(unknown)} (known: {', '.join(sorted(known))})")
         values = {k: tuple(str(a) for a in v) if k in ("args", "choose") or (k == "config" and isinstance(v, list))
                   else tuple(v) if k == "seeds" else teacher_runs(v, where) if k == "teacher"
-                  else relatives_of(v, where) if k == "relatives" else v
+                  else relatives_of(v, where) if k == "relatives" else average_of(v, where) if k == "average" else v
                   for k, v in entry.items()}
         stage = Stage(**values)
         if seed is not None and len(stage.seeds) == 1:
@@ -206,8 +211,9 @@ def read_pipeline(path: str | Path, until: str | None = None, seed: int | None =
             raise ConfigurationError(f"{where}: the name is taken by an earlier stage")
         if missing := [s for s in stage.earlier() if s not in {s.name for s in stages}]:
             raise ConfigurationError(f"{where}: reads {', '.join(missing)}, which is not an earlier stage")
-        if bool(stage.config) == bool(stage.choose):
-            raise ConfigurationError(f"{where}: give a config to train, or choose: [stages] to choose between")
+        if bool(stage.config) + bool(stage.choose) + bool(stage.average) != 1:
+            raise ConfigurationError(f"{where}: give a config to train, choose: [stages] to choose between, or "
+                                     "average: {stage: weight, ...} to average")
         if missing := [name for name in stage.configs() if not config_path(name).is_file()]:
             raise ConfigurationError(f"{where}: no config file {', '.join(missing)}")
         if stage.data not in ("target", "own"):
@@ -235,6 +241,16 @@ def teacher_runs(value: str | dict, where: str) -> TeacherRuns:
             or value.get("runs", "seed") not in TEACHER_RUNS:
         raise ConfigurationError(f"{where}: teacher is a stage's name or {{stage: NAME, runs: seed or all}}, not {value}")
     return TeacherRuns(str(value["stage"]), value.get("runs", "seed"))
+
+
+def average_of(value: dict, where: str) -> tuple[tuple[str, float], ...]:
+    """A stage's ``average:``: ``{stage: weight, ...}``, two or more stages, positive weights summing to 1."""
+    if not isinstance(value, dict) or len(value) < 2 or not all(
+            isinstance(w, (int, float)) and not isinstance(w, bool) and w > 0 for w in value.values()) \
+            or not math.isclose(sum(value.values()), 1, abs_tol=1e-3):
+        raise ConfigurationError(f"{where}: average is {{stage: weight, ...}}: two or more earlier stages, positive "
+                                 f"weights summing to 1, not {value}")
+    return tuple((str(name), float(weight)) for name, weight in value.items())
 
 
 def relatives_of(value: dict, where: str) -> Relatives:
@@ -466,6 +482,13 @@ def run(pipeline: Pipeline, treebank: str, output: Path, root: str | None = None
                    else "the higher mean LAS on the target's dev trees, each parsing them")
             say(f"stage {i}/{len(pipeline.stages)} {stage.name}: whichever of {', '.join(stage.choose)} has {how}")
             continue
+        if stage.average:
+            results[stage.name] = [averaged(stage, seed, output, checkpoints, dry_run, say, f"stage {i}/{len(pipeline.stages)}")
+                                   for seed in stage.seeds]
+            if not dry_run:
+                for seed, run_ in zip(stage.seeds, results[stage.name]):
+                    record(output, result_row(stage.name, seed, run_))
+            continue
         if stage.choose:
             if trees == 0:  # no dev tree: the parser nearer what is known of the language
                 text = treebank_file(treebank, "train", root)
@@ -514,6 +537,24 @@ def run(pipeline: Pipeline, treebank: str, output: Path, root: str | None = None
             results[stage.name].append(run_)
             record(output, result_row(stage.name, seed, run_))
     return results
+
+
+def averaged(stage: Stage, seed: int, output: Path, checkpoints: Callable[[str, int | None], list[str]],
+             dry_run: bool, say: Callable[[str], None], step: str) -> Run:
+    """An ``average:`` stage's parser of one seed: the weighted mean of its stages' parsers of that
+    seed (:mod:`parser.averaging`), ``OUTPUT/<stage>/seed<S>/parser``; one written before is reused."""
+    from parser.averaging import save_average
+
+    folder = run_folder(output, stage.name, seed) / "parser"
+    parsers, weights = [checkpoints(name, seed)[0] for name, _ in stage.average], [w for _, w in stage.average]
+    if dry_run:
+        say(shlex.join(["treeexp", "average", *parsers, "--weights", *map(str, weights), "--output", str(folder)]))
+    elif (folder / CONFIG).is_file():
+        say(f"{step} {stage.name}, seed {seed}: averaged before, {folder}")
+    else:
+        save_average(parsers, weights, folder)
+        say(f"{step} {stage.name}, seed {seed}: {' + '.join(f'{w:g} x {name}' for name, w in stage.average)} -> {folder}")
+    return Run.of_checkpoint(folder)
 
 
 def result_row(stage: str, seed: int | None, run_: Run) -> dict:

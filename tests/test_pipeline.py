@@ -15,6 +15,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+import torch
 
 from parser import pipeline, runs
 from parser.data import tokenizer
@@ -134,7 +135,12 @@ stages:
     ("stages: [{name: a, config: [configs/likelihood.yaml, configs/nope.yaml]}]", "stage a: no config file configs/nope.yaml"),
     ("stages: [{name: a, config: configs/likelihood.yaml, seed: 3}]", "stage a: unknown keys seed"),
     ("stages: [{name: a, choose: [a]}]", "stage a: reads a, which is not an earlier stage"),
-    ("stages: [{name: a}]", "give a config to train, or choose"),
+    ("stages: [{name: a}]", "give a config to train, choose: [stages] to choose between, or average"),
+    ("stages: [{name: a, config: configs/likelihood.yaml}, {name: b, average: {a: 1.0}}]", "average is {stage: weight"),
+    ("stages: [{name: a, config: configs/likelihood.yaml}, {name: b, config: configs/likelihood.yaml}, "
+     "{name: c, average: {a: 0.5, b: 0.6}}]", "positive weights summing to 1, not {'a': 0.5, 'b': 0.6}"),
+    ("stages: [{name: a, config: configs/likelihood.yaml}, {name: c, average: {a: 0.5, b: 0.5}}]",
+     "stage c: reads b, which is not an earlier stage"),
     ("stages: {a: 1}", "a pipeline needs a list of stages"),
 ])
 def test_a_wrong_pipeline_is_one_line_before_anything_trains(ud_dir, tmp_path, capsys, stages, message):
@@ -234,9 +240,9 @@ def test_with_no_tree_of_the_target_its_relatives_alone_train_alike_ranked_by_it
         ud_dir, tmp_path, capsys, fake_training, monkeypatch):
     """A stage that reads no tree of the target (no_treebank_relatives) trains on the relatives
     alone, each alike (shares summing to 1), the ranking reading no tree of the target (its raw
-    text's words alone); the next stage starts from that parser and learns from it where it is
-    nearer the facts than the base (no dev tree to choose on)."""
-    from parser import model, statistics
+    text's words alone); that parser and the base are averaged (no dev tree to choose on), and
+    the last stage starts from the average and learns from it."""
+    from parser import averaging
 
     root = tiny_treebank(ud_dir, tmp_path / "ud")
     for name, source in (("UD_Wolof-Other", "UD_Wolof-WTB"), ("UD_Yoruba-YTB", "UD_Yoruba-YTB"),
@@ -250,16 +256,17 @@ def test_with_no_tree_of_the_target_its_relatives_alone_train_alike_ranked_by_it
     assert rows[0]["treebank"] == "UD_Wolof-Other" and all("upos_ngrams" not in row for row in rows)
     base = tmp_path / "base.ckpt"
     zipfile.ZipFile(base, "w").close()  # a checkpoint's form, never loaded here
-    monkeypatch.setattr(model.Parser, "load", staticmethod(lambda path: Path(path)))
-    monkeypatch.setattr(statistics, "facts_distance", lambda parser, facts, text: 0.1 if parser == base else 0.01)
+    averaged = []
+    monkeypatch.setattr(averaging, "save_average", lambda paths, weights, folder: averaged.append((paths, weights, folder)))
     pipeline.run(chain, "UD_Tiny", output, str(root), given={"base": str(base)}, ranked=rows, trees=0,
                  statistics="configs/facts/wolof.yaml", say=print)
-    assert "start: relatives, the smaller mean distance" in capsys.readouterr().out
     relatives, ge = fake_training
+    [(paths, weights, folder)] = averaged
+    assert paths[0] == str(base) and "relatives/seed1" in paths[1] and weights == [0.5, 0.5]
+    assert ge[ge.index("--model.init") + 1] == ge[ge.index("--model.teacher") + 1] == str(folder)
     shares = json.loads(relatives[relatives.index("--data.relatives") + 1])
     assert len(shares) == 3 and all(share == pytest.approx(1 / 3, abs=1e-4) for share in shares.values())  # each alike
     assert [relatives[i + 1] for i, a in enumerate(relatives) if a == "--config"][-1].endswith("relatives_alone.yaml")
-    assert ge[ge.index("--model.init") + 1] == ge[ge.index("--model.teacher") + 1] != str(base)
     data = DependencyDataModule("UD_Tiny", root=str(root), labeled_size=0, relatives=shares)  # rounded shares, summed
     data.setup("fit")
     assert sum(data._sampler(data.train_sentences, shuffle=True).shares) == pytest.approx(1)
@@ -399,8 +406,7 @@ def test_with_no_tree_a_choice_takes_the_parser_nearer_the_facts_on_the_raw_text
     monkeypatch.setattr(statistics, "facts_distance", lambda parser, facts, sentences: 0.0)  # every fact inside its band
     results = pipeline.run(pipeline.read_pipeline(spec), "UD_Wolof-WTB", tmp_path / "out", str(ud_dir), trees=0,
                            given=given, say=said.append, statistics=facts)
-    assert results["start"] == results["relatives"]  # a tie: the first listed (the shipped pipeline lists the base first)
-    assert pipeline.read_pipeline("no_treebank_relatives").stages[2].choose == ("base", "relatives")
+    assert results["start"] == results["relatives"]  # a tie: the first listed
     spec.write_text(spec.read_text().replace("config: configs/likelihood.yaml, init: base",
                                              "config: [configs/likelihood.yaml, configs/relatives_alone.yaml], init: base"))
     with pytest.raises(SystemExit):
@@ -408,6 +414,43 @@ def test_with_no_tree_a_choice_takes_the_parser_nearer_the_facts_on_the_raw_text
                        "--given", f"base={given['base']}"])
     error = capsys.readouterr().err.strip()
     assert "give --statistics FILE" in error and "\n" not in error and not (tmp_path / "o").exists()
+
+
+def test_an_average_stage_averages_each_seeds_parsers_once_and_is_read_as_a_parser(tiny_bert_dir, ud_dir, tmp_path,
+                                                                                 capsys):
+    """``average: {base: 0.5, tuned: 0.5}`` trains nothing: the stages' parsers of each seed
+    averaged weight by weight into ``OUTPUT/<stage>/seed<S>/parser``, a row recorded, reused
+    when run again; a dry run prints the ``treeexp average`` line."""
+    from parser.averaging import average
+    from parser.model import Parser
+    from tests.test_averaging import saved_parser
+
+    for seed, name in enumerate(("base", "tuned"), 1):
+        saved_parser(tiny_bert_dir, ["root", "obj"], seed, tmp_path / name)
+    given = {name: str(tmp_path / name) for name in ("base", "tuned")}
+    spec = tmp_path / "p.yaml"
+    spec.write_text("""
+stages:
+  - {name: base, config: configs/likelihood.yaml, data: own}
+  - {name: tuned, config: configs/likelihood.yaml, init: base}
+  - {name: start, average: {base: 0.25, tuned: 0.75}}
+""")
+    said, out = [], tmp_path / "out"
+    out.mkdir()
+    results = pipeline.run(pipeline.read_pipeline(spec), "UD_Wolof-WTB", out, str(ud_dir), given=given, say=said.append)
+    folder = out / "start" / "seed1" / "parser"
+    assert [r.best for r in results["start"]] == [folder] and said[-1].endswith(f"0.25 x base + 0.75 x tuned -> {folder}")
+    expected = average([given["base"], given["tuned"]], [0.25, 0.75]).network.state_dict()
+    for key, value in Parser.load(folder).network.state_dict().items():
+        assert torch.equal(value, expected[key]), key
+    assert [(row["stage"], row["seed"], row["checkpoint"]) for row in pipeline.read_rows(out)][-1] == ("start", 1, str(folder))
+    pipeline.run(pipeline.read_pipeline(spec), "UD_Wolof-WTB", out, str(ud_dir), given=given, say=said.append)
+    assert said[-1] == f"stage 3/3 start, seed 1: averaged before, {folder}"
+    pipeline.main([str(spec), "--treebank", "UD_Wolof-WTB", "--root", str(ud_dir), "--output", "o", "--dry-run",
+                   "--given", f"base={given['base']}", "--seed", "2"])
+    assert stage_lines(capsys.readouterr().out)[-1] == (
+        f"treeexp average {given['base']} o/tuned/seed2/likelihood/version_0/checkpoints/best.ckpt "
+        "--weights 0.25 0.75 --output o/start/seed2/parser")
 
 
 def test_a_missing_treebank_or_given_checkpoint_is_one_line(ud_dir, tmp_path, capsys):

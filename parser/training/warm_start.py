@@ -23,12 +23,14 @@ PREFIX = "network."  # the network's weights in a parser's state dict
 OPTIONAL = ("tagger.", "encoder.treebank_vectors.", "encoder.word_vectors.", "encoder.characters.")  # weights one network may have without the other
 
 
-def start_from(network: Network, encoder: str, saved: SavedParser, path: str | Path) -> None:
+def start_from(network: Network, encoder: str, saved: SavedParser, path: str | Path,
+               option: str = "--model.init") -> None:
     """Copy ``saved``'s network weights into ``network`` (of the transformer ``encoder``); a
-    ConfigurationError names what does not fit: another encoder, weights only one of them
-    has (other settings: the saved parser's ``config.yaml`` has them), shapes that differ."""
+    ConfigurationError names what does not fit (and ``option``, what gave ``path``): another
+    encoder, weights only one of them has (other settings: the saved parser's ``config.yaml``
+    has them), shapes that differ."""
     def mismatch(what: str) -> ConfigurationError:
-        return ConfigurationError(f"--model.init {path}: {what} (train with the settings it was trained with)")
+        return ConfigurationError(f"{option} {path}: {what} (train with the settings it was trained with)")
 
     if saved.hparams.get("encoder") != encoder:
         raise mismatch(f"its encoder is {saved.hparams.get('encoder')!r}, this one's {encoder!r}")
