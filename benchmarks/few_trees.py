@@ -120,15 +120,17 @@ def run(treebank: str, trees: int, recipe: str, seed: int, base: Path, root: str
 def record(treebank: str, output: Path, recipes: dict[str, str], variant: str | None, results: Path) -> list[dict]:
     """Rows of the runs of a pipeline at no tree (``treeexp pipeline no_treebank_relatives ...
     --test``) in ``output``, each stage named in ``recipes`` (stage -> recipe) as that recipe
-    (with ``variant``), read from its ``runs.jsonl``; a run's command is its ``train.py`` command."""
-    ran = {run["stage"]: run for run in pipeline.read_rows(output) if run["stage"] in recipes}
-    if missing := [stage for stage in recipes if stage not in ran]:
+    (with ``variant``), a row per run (each seed's), read from its ``runs.jsonl``; a run's command is
+    its ``train.py`` command (an average's, its ``treeexp average``)."""
+    ran = [run for run in pipeline.read_rows(output) if run["stage"] in recipes]
+    if missing := [stage for stage in recipes if stage not in {run["stage"] for run in ran}]:
         raise ConfigurationError(f"{output / pipeline.RESULTS}: no run of stage {missing[0]} has ended")
-    if untested := [stage for stage, run in ran.items() if "test" not in run]:
+    if untested := [run["stage"] for run in ran if "test" not in run]:
         raise ConfigurationError(f"{output / pipeline.RESULTS}: its {untested[0]} run has no test scores: run the "
                                  "pipeline again with --test (its runs are reused)")
     rows = []
-    for stage, run in ran.items():
+    for run in ran:
+        stage = run["stage"]
         row = portable({"treebank": treebank, "trees": 0, "recipe": recipes[stage], **({"variant": variant} if variant else {}),
                         "seed": run["seed"], "stage": stage, "cpu_minutes": run["cpu_minutes"],
                         "peak_rss_mib": run["peak_rss_mib"], "commit": run["commit"], "command": run["command"],

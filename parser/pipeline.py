@@ -66,6 +66,8 @@ import os
 import shlex
 import shutil
 import sys
+import time
+from datetime import date
 from itertools import islice
 from statistics import fmean
 from collections.abc import Callable, Iterator, Sequence
@@ -82,7 +84,8 @@ from parser.data.datamodule import treebank_file
 from parser.data.sentences import ConlluError
 from parser.fetch import default_root
 from parser.data.tokenizer import TOKENIZER_FILE
-from parser.runs import CONFIGS, FINISHED, Run, config_path, finished, fit, fit_command, mean_dev_las, shell_line, write_whole
+from parser.runs import (CONFIGS, FINISHED, Run, commit, config_path, finished, fit, fit_command, mean_dev_las,
+                         shell_line, write_whole)
 from parser.training.checkpoint import CONFIG, check_checkpoint_path
 from parser.training.callbacks import MONITOR
 
@@ -91,6 +94,7 @@ NEARNESS = "nearness.json"  # OUTPUT/nearness.json: the treebanks ranked for the
 RAW_SENTENCES = 20_000  # of the raw text, what the nearness of treebanks reads
 CHOICE_SENTENCES = 500  # of the raw text, what a choice with no dev tree reads
 LOCK = "pipeline.lock"  # OUTPUT/pipeline.lock: the process id of the pipeline running in OUTPUT
+AVERAGE = "average.json"  # OUTPUT/<stage>/seed<S>/average.json: how an average stage's parser was made
 TEACHER_RUNS = ("seed", "all")  # a teacher stage's run of the same seed, or all its runs as one ensemble
 
 
@@ -487,7 +491,7 @@ def run(pipeline: Pipeline, treebank: str, output: Path, root: str | None = None
                                    for seed in stage.seeds]
             if not dry_run:
                 for seed, run_ in zip(stage.seeds, results[stage.name]):
-                    record(output, result_row(stage.name, seed, run_))
+                    record(output, average_row(stage.name, seed, run_))
             continue
         if stage.choose:
             if trees == 0:  # no dev tree: the parser nearer what is known of the language
@@ -542,19 +546,32 @@ def run(pipeline: Pipeline, treebank: str, output: Path, root: str | None = None
 def averaged(stage: Stage, seed: int, output: Path, checkpoints: Callable[[str, int | None], list[str]],
              dry_run: bool, say: Callable[[str], None], step: str) -> Run:
     """An ``average:`` stage's parser of one seed: the weighted mean of its stages' parsers of that
-    seed (:mod:`parser.averaging`), ``OUTPUT/<stage>/seed<S>/parser``; one written before is reused."""
+    seed (:mod:`parser.averaging`), ``OUTPUT/<stage>/seed<S>/parser``, its command, commit and CPU
+    time in ``average.json`` beside it; one written before is reused."""
     from parser.averaging import save_average
 
     folder = run_folder(output, stage.name, seed) / "parser"
     parsers, weights = [checkpoints(name, seed)[0] for name, _ in stage.average], [w for _, w in stage.average]
+    command = shlex.join(["treeexp", "average", *parsers, "--weights", *map(str, weights), "--output", str(folder)])
     if dry_run:
-        say(shlex.join(["treeexp", "average", *parsers, "--weights", *map(str, weights), "--output", str(folder)]))
+        say(command)
     elif (folder / CONFIG).is_file():
         say(f"{step} {stage.name}, seed {seed}: averaged before, {folder}")
     else:
+        started = time.process_time()
         save_average(parsers, weights, folder)
+        write_whole(folder.parent / AVERAGE, json.dumps({
+            "commit": commit(), "command": command, "date": date.today().isoformat(),
+            "cpu_minutes": round((time.process_time() - started) / 60, 1)}) + "\n")
         say(f"{step} {stage.name}, seed {seed}: {' + '.join(f'{w:g} x {name}' for name, w in stage.average)} -> {folder}")
     return Run.of_checkpoint(folder)
+
+
+def average_row(stage: str, seed: int, run_: Run) -> dict:
+    """An average's row of ``runs.jsonl`` (:func:`result_row`), with the command, commit and CPU
+    minutes of its ``average.json``."""
+    made = run_.directory.parent / AVERAGE
+    return {**result_row(stage, seed, run_), **(json.loads(made.read_text(encoding="utf-8")) if made.is_file() else {})}
 
 
 def result_row(stage: str, seed: int | None, run_: Run) -> dict:

@@ -56,14 +56,18 @@ def test_a_pipelines_runs_are_recorded_as_rows_of_the_recipes_its_stages_are(tmp
            *({"stage": stage, "seed": 1, "checkpoint": f"{stage}.ckpt", "dev": {}, "cpu_minutes": minutes,
               "peak_rss_mib": 5000, "commit": "abc", "command": f"python train.py fit --config {stage}.yaml",
               "date": "2026-11-29", "test": {"las": las, "uas": 70.0}}
-             for stage, minutes, las in (("relatives", 15.0, 45.123), ("ge", 7.0, 47.0)))]
+             for stage, minutes, las in (("relatives", 15.0, 45.123), ("ge", 7.0, 47.0))),
+           {"stage": "ge", "seed": 2, "checkpoint": "ge2.ckpt", "dev": {}, "cpu_minutes": 8.0, "peak_rss_mib": 5000,
+            "commit": "abc", "command": "python train.py fit --config ge.yaml --seed_everything 2", "date": "2026-11-29",
+            "test": {"las": 48.0, "uas": 71.0}}]
     output.mkdir()
     pipeline.write_rows(output, ran)
     few_trees.main(["record", "--treebank", "UD_X", "--output", str(output), "--recipe", "relatives=zero_shot",
                     "--recipe", "ge=ge_facts", "--variant", "relatives", "--results", str(results)])
     rows = [json.loads(line) for line in results.read_text().splitlines()]
-    assert [(r["recipe"], r["variant"], r["stage"], r["test_las"], r["cpu_minutes"]) for r in rows] == [
-        ("zero_shot", "relatives", "relatives", 45.12, 15.0), ("ge_facts", "relatives", "ge", 47.0, 7.0)]
+    assert [(r["recipe"], r["variant"], r["stage"], r["seed"], r["test_las"], r["cpu_minutes"]) for r in rows] == [
+        ("zero_shot", "relatives", "relatives", 1, 45.12, 15.0), ("ge_facts", "relatives", "ge", 1, 47.0, 7.0),
+        ("ge_facts", "relatives", "ge", 2, 48.0, 8.0)]  # a row for each seed's run
     assert rows[1]["command"] == "python train.py fit --config ge.yaml" and rows[0]["trees"] == 0
     capsys.readouterr()
     for recipe, message in (("student=self_training", "no run of stage student"), ("ge", "STAGE=RECIPE")):
@@ -75,7 +79,7 @@ def test_a_pipelines_runs_are_recorded_as_rows_of_the_recipes_its_stages_are(tmp
     with pytest.raises(SystemExit):
         few_trees.main(["record", "--treebank", "UD_X", "--output", str(output), "--recipe", "ge=ge_facts",
                         "--results", str(results)])
-    assert "with --test" in capsys.readouterr().err and len(results.read_text().splitlines()) == 2
+    assert "with --test" in capsys.readouterr().err and len(results.read_text().splitlines()) == 3
 
 
 @pytest.mark.parametrize("recipe, trees", [("ge_facts", 10), ("ge_oracle", 20), ("finetuned", 0), ("ge_counts", 0)])

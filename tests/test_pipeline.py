@@ -443,7 +443,10 @@ stages:
     expected = average([given["base"], given["tuned"]], [0.25, 0.75]).network.state_dict()
     for key, value in Parser.load(folder).network.state_dict().items():
         assert torch.equal(value, expected[key]), key
-    assert [(row["stage"], row["seed"], row["checkpoint"]) for row in pipeline.read_rows(out)][-1] == ("start", 1, str(folder))
+    row = pipeline.read_rows(out)[-1]
+    assert (row["stage"], row["seed"], row["checkpoint"]) == ("start", 1, str(folder)) and row["cpu_minutes"] >= 0
+    assert row["command"] == f"treeexp average {given['base']} {given['tuned']} --weights 0.25 0.75 --output {folder}"
+    assert row["commit"] == runs.commit()
     pipeline.run(pipeline.read_pipeline(spec), "UD_Wolof-WTB", out, str(ud_dir), given=given, say=said.append)
     assert said[-1] == f"stage 3/3 start, seed 1: averaged before, {folder}"
     pipeline.main([str(spec), "--treebank", "UD_Wolof-WTB", "--root", str(ud_dir), "--output", "o", "--dry-run",
