@@ -559,6 +559,7 @@ def averaged(stage: Stage, seed: int, output: Path, checkpoints: Callable[[str, 
         say(f"{step} {stage.name}, seed {seed}: averaged before, {folder}")
     else:
         started = time.process_time()
+        folder.parent.mkdir(parents=True, exist_ok=True)
         save_average(parsers, weights, folder)
         write_whole(folder.parent / AVERAGE, json.dumps({
             "commit": commit(), "command": command, "date": date.today().isoformat(),
