@@ -20,7 +20,6 @@ import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
-import torch
 
 from objectives.conventions import ConfigurationError
 
@@ -55,7 +54,7 @@ def average(paths: Sequence[str | Path], weights: Sequence[float] | None = None)
         network = copy.deepcopy(parser.network)
         start_from(network, encoder, one, path, OPTION)
         aligned.append(network.state_dict())
-    state = {key: sum(w * weights_[key] for w, weights_ in zip(weights, aligned)) if value.is_floating_point() else value
+    state = {key: sum(w * one[key] for w, one in zip(weights, aligned)) if value.is_floating_point() else value
              for key, value in parser.network.state_dict().items()}
     parser.network.load_state_dict(state)
     return parser.eval()
@@ -67,8 +66,7 @@ def save_average(paths: Sequence[str | Path], weights: Sequence[float] | None, o
     output = Path(output)
     partial = output.with_name(output.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
-    with torch.no_grad():
-        average(paths, weights).save(partial)
+    average(paths, weights).save(partial)
     shutil.rmtree(output, ignore_errors=True)
     partial.rename(output)
     return output
