@@ -432,6 +432,21 @@ def stage_overrides(stage: Stage, seed: int, treebank: str, root: str | None,
             *(["--model.init", checkpoints(stage.init, seed)[0]] if stage.init else []), *stage.args]
 
 
+def validates(configs: Sequence[Path], overrides: Sequence[str]) -> bool:
+    """Whether a run of ``configs`` (in train.py's order) and ``overrides`` checks a dev set: its
+    ``trainer.limit_val_batches``, the last that sets it deciding, is not 0 (a run that never
+    validates gives its last checkpoint, :attr:`parser.runs.Run.best`)."""
+    limit = None
+    for path in configs:
+        trainer = (yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}).get("trainer") or {}
+        limit = trainer.get("limit_val_batches", limit)
+    for i, arg in enumerate(overrides):
+        key, _, value = arg.partition("=")
+        if key == "--trainer.limit_val_batches":
+            limit = yaml.safe_load(value if value else overrides[i + 1])
+    return limit != 0
+
+
 def check_stages(pipeline: Pipeline, given: dict[str, str], also: Sequence[str]) -> None:
     """ConfigurationError where ``given`` (stage -> checkpoint) or ``also`` names no stage of
     ``pipeline``, or a given checkpoint is not one (before anything trains)."""
@@ -530,7 +545,9 @@ def run(pipeline: Pipeline, treebank: str, output: Path, root: str | None = None
             configs = [config_path(name) for name in stage.configs()]
             if dry_run:
                 say(shell_line(fit_command(configs[0], overrides, folder)))
-                results[stage.name].append(Run(folder / configs[-1].stem / "version_0"))  # where it will be
+                where = folder / configs[-1].stem / "version_0"  # the run it will be, and the parser it will give
+                results[stage.name].append(Run(where) if validates(configs, overrides)
+                                           else Run.of_checkpoint(where / "checkpoints" / "last.ckpt"))
                 continue
             say(f"stage {i}/{len(pipeline.stages)} {stage.name}, seed {seed}: training in {folder}")
             run_ = fit(configs[0], overrides, folder)

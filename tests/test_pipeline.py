@@ -454,6 +454,20 @@ stages:
     assert stage_lines(capsys.readouterr().out)[-1] == (
         f"treeexp average {given['base']} o/tuned/seed2/likelihood/version_0/checkpoints/best.ckpt "
         "--weights 0.25 0.75 --output o/start/seed2/parser")
+    spec.write_text(spec.read_text().replace("{name: tuned, config: configs/likelihood.yaml",
+                                             "{name: tuned, config: [configs/likelihood.yaml, configs/relatives_alone.yaml]"))
+    pipeline.main([str(spec), "--treebank", "UD_Wolof-WTB", "--root", str(ud_dir), "--output", "o", "--dry-run",
+                   "--given", f"base={given['base']}"])
+    assert stage_lines(capsys.readouterr().out)[-1].startswith(  # no dev set: the parser it will give is its last
+        f"treeexp average {given['base']} o/tuned/seed1/relatives_alone/version_0/checkpoints/last.ckpt ")
+
+
+def test_a_run_validates_unless_its_last_word_on_limit_val_batches_is_zero():
+    """The dry run's reading of a stage's configs and overrides: the last that sets the limit decides."""
+    likelihood, alone = Path("configs/likelihood.yaml"), Path("configs/relatives_alone.yaml")
+    assert pipeline.validates([likelihood], []) and not pipeline.validates([likelihood, alone], [])
+    assert pipeline.validates([alone], ["--trainer.limit_val_batches", "0.5"])
+    assert not pipeline.validates([likelihood], ["--seed_everything", "1", "--trainer.limit_val_batches=0"])
 
 
 def test_a_missing_treebank_or_given_checkpoint_is_one_line(ud_dir, tmp_path, capsys):
