@@ -17,11 +17,16 @@ def test_the_table_has_a_cell_per_treebank_trees_and_recipe(tmp_path):
     results = tmp_path / "rows.jsonl"
     rows = [{"treebank": "UD_X", "trees": 0, "recipe": "zero_shot", "seed": 1, "test_las": 40.0, "test_uas": 60.0},
             {"treebank": "UD_X", "trees": 0, "recipe": "ge_facts", "seed": 1, "test_las": 44.0, "test_uas": 62.0},
-            {"treebank": "UD_X", "trees": 0, "recipe": "ge_facts", "seed": 2, "test_las": 46.0, "test_uas": 64.0}]
+            {"treebank": "UD_X", "trees": 0, "recipe": "ge_facts", "seed": 2, "test_las": 46.0, "test_uas": 64.0},
+            {"treebank": "UD_X", "trees": 20, "recipe": "self_training", "seed": 1, "test_las": 38.0, "test_uas": 61.0},
+            {"treebank": "UD_X", "trees": 20, "recipe": "ge_counts", "seed": 1, "test_las": 39.0, "test_uas": 62.0},
+            {"treebank": "UD_X", "trees": 50, "recipe": "finetuned", "seed": 1, "test_las": 50.0, "test_uas": 70.0}]
     results.write_text("".join(json.dumps(r) + "\n" for r in rows))
     table = few_trees.report(results).splitlines()
-    assert table[0] == "| treebank | trees | zero_shot | ge_facts |"
-    assert table[2] == "| UD_X | 0 | 40.00 (60.00) | 45.00 (63.00) n=2 |"
+    assert table[0] == "| treebank | trees | zero_shot | finetuned | self_training | ge_facts | ge_counts | GE over the best without |"
+    assert table[2] == "| UD_X | 0 | 40.00 (60.00) |  |  | 45.00 (63.00) n=2 |  | +5.00 |"
+    assert table[3] == "| UD_X | 20 |  |  | 38.00 (61.00) |  | 39.00 (62.00) | -1.00 |"  # the base as it is: 40
+    assert table[4] == "| UD_X | 50 |  | 50.00 (70.00) |  |  |  |  |"  # no GE run: no gain
     assert few_trees.figure(results, tmp_path / "bars.png").stat().st_size > 1000
 
 
