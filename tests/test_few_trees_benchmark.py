@@ -20,13 +20,19 @@ def test_the_table_has_a_cell_per_treebank_trees_and_recipe(tmp_path):
             {"treebank": "UD_X", "trees": 0, "recipe": "ge_facts", "seed": 2, "test_las": 46.0, "test_uas": 64.0},
             {"treebank": "UD_X", "trees": 20, "recipe": "self_training", "seed": 1, "test_las": 38.0, "test_uas": 61.0},
             {"treebank": "UD_X", "trees": 20, "recipe": "ge_counts", "seed": 1, "test_las": 39.0, "test_uas": 62.0},
-            {"treebank": "UD_X", "trees": 50, "recipe": "finetuned", "seed": 1, "test_las": 50.0, "test_uas": 70.0}]
+            {"treebank": "UD_X", "trees": 50, "recipe": "finetuned", "seed": 1, "test_las": 50.0, "test_uas": 70.0},
+            {"treebank": "UD_X", "trees": 10, "recipe": "self_training", "seed": 2, "test_las": 45.0, "test_uas": 65.0},
+            {"treebank": "UD_X", "trees": 10, "recipe": "ge_counts", "seed": 2, "test_las": 44.0, "test_uas": 64.0},
+            {"treebank": "UD_X", "trees": 10, "recipe": "self_training", "seed": 1, "test_las": 41.0, "test_uas": 61.0},
+            {"treebank": "UD_X", "trees": 10, "recipe": "ge_counts", "seed": 1, "test_las": 43.0, "test_uas": 63.0}]
     results.write_text("".join(json.dumps(r) + "\n" for r in rows))
     table = few_trees.report(results).splitlines()
     assert table[0] == "| treebank | trees | zero_shot | finetuned | self_training | ge_facts | ge_counts | GE over the best without |"
-    assert table[2] == "| UD_X | 0 | 40.00 (60.00) |  |  | 45.00 (63.00) n=2 |  | +5.00 |"
-    assert table[3] == "| UD_X | 20 |  |  | 38.00 (61.00) |  | 39.00 (62.00) | -1.00 |"  # the base as it is: 40
-    assert table[4] == "| UD_X | 50 |  | 50.00 (70.00) |  |  |  |  |"  # no GE run: no gain
+    assert table[2] == "| UD_X | 0 | 40.00 (60.00) |  |  | 45.00 (63.00) n=2 |  | +5.00 (+4.00, +6.00 by seed) |"
+    # seed by seed: 43 - 41 (seed 1) and 44 - 45 (seed 2), in the order of seeds, not of rows
+    assert table[3] == "| UD_X | 10 |  |  | 43.00 (63.00) n=2 |  | 43.50 (63.50) n=2 | +0.50 (+2.00, -1.00 by seed) |"
+    assert table[4] == "| UD_X | 20 |  |  | 38.00 (61.00) |  | 39.00 (62.00) | -1.00 |"  # the base as it is: 40
+    assert table[5] == "| UD_X | 50 |  | 50.00 (70.00) |  |  |  |  |"  # no GE run: no gain
     assert few_trees.figure(results, tmp_path / "bars.png").stat().st_size > 1000
 
 
