@@ -16,9 +16,14 @@ measure) and test LAS and their differences. The features:
   OUTPUT/TARGET/nearness.json) sharing half of every epoch by nearness, as
   ``configs/pipelines/transfer.yaml``'s fine-tuning does;
 - ``characters+relatives``: both;
+- ``relatives+treebank_vectors``: the nearest treebanks and a learned vector per treebank
+  (``--model.encoder_options.treebank_embedding``, starting at zero: UDify's and MaChAmp's dataset
+  embeddings), so the parser can tell the target's trees from its relatives';
 - ``word_vectors``: ``--model.encoder_options.word_vectors`` ``--vectors`` (a ``treeexp vectors`` file).
 
-Runs in OUTPUT/TARGET/FEATURE/seedS (alone: ``alone``), reused once finished. ``report``: the table
+``--against FEATURE`` measures the gain over that feature's run instead of the fine-tuning alone
+(``relatives+treebank_vectors --against relatives``: what the vectors add). Runs in
+OUTPUT/TARGET/FEATURE/seedS (alone: ``alone``), reused once finished. ``report``: the table
 of the rows, a feature's mean gains and the targets where it gains on dev.
 """
 
@@ -40,7 +45,8 @@ from parser.training.callbacks import MONITOR
 TREES = 100
 CHARACTERS = 64
 NEAREST, SHARE = 3, 0.5  # configs/pipelines/transfer.yaml
-FEATURES = ("characters", "relatives", "characters+relatives", "word_vectors")
+FEATURES = ("characters", "relatives", "characters+relatives", "relatives+treebank_vectors", "word_vectors")
+ALONE = "alone"
 RESULTS = ROWS / "language_features.jsonl"
 
 
@@ -70,20 +76,25 @@ def overrides(feature: str, target: str, root: Path, output: Path, vectors: Path
         ranked = nearest_treebanks(train, TREES, None, str(root), None, output / target, print)
         shares = relative_shares(ranked, NEAREST, SHARE)
         extra += ["--data.relatives", json.dumps({name: round(share, 4) for name, share in shares.items()})]
+    if "treebank_vectors" in feature:
+        extra += ["--model.encoder_options.treebank_embedding", "true"]
     if feature == "word_vectors":
         extra += ["--model.encoder_options.word_vectors", str(vectors)]
     return extra
 
 
 def run(targets: Sequence[str], feature: str, base: str, seed: int, root: Path, output: Path,
-        vectors: Path | None = None, results: Path = RESULTS) -> list[dict]:
-    """A row per target, appended to ``results``: the fine-tuning with ``feature`` beside it alone."""
+        vectors: Path | None = None, results: Path = RESULTS, against: str = ALONE) -> list[dict]:
+    """A row per target, appended to ``results``: the fine-tuning with ``feature`` beside the one
+    with ``against`` (a feature, or alone)."""
     rows = []
     for target in targets:
-        alone = fine_tuned(target, "alone", [], base, seed, root, output)
+        extra = [] if against == ALONE else overrides(against, target, root, output, vectors)
+        without = fine_tuned(target, against, extra, base, seed, root, output)
         added = fine_tuned(target, feature, overrides(feature, target, root, output, vectors), base, seed, root, output)
-        rows.append(record_gain({"treebank": target, "trees": TREES, "stage": "finetuned", "feature": feature,
-                                 "seed": seed}, added, alone, "without", root, results, f"{target} + {feature}"))
+        head = {"treebank": target, "trees": TREES, "stage": "finetuned", "feature": feature, "seed": seed,
+                **({"against": against} if against != ALONE else {})}
+        rows.append(record_gain(head, added, without, "without", root, results, f"{target} + {feature} over {against}"))
     return rows
 
 
@@ -100,11 +111,12 @@ def record_gain(head: dict, added: dict, alone: dict, key: str, root: Path, resu
 
 
 def report(rows: list[dict]) -> str:
-    """Per feature and target: dev and test LAS with it and their gains (mean over seeds), then the
-    feature's mean gains and on how many targets it gains on dev."""
+    """Per feature and target: dev and test LAS with it and their gains over the fine-tuning alone
+    (or over the feature it was run ``against``; mean over seeds), then the feature's mean gains and
+    on how many targets it gains on dev."""
     found = defaultdict(lambda: defaultdict(list))
     for row in rows:
-        found[row["feature"]][row["treebank"]].append(row)
+        found[row["feature"] + (f" over {row['against']}" if "against" in row else "")][row["treebank"]].append(row)
     table = []
     for feature, targets in found.items():
         dev, test = [], []
@@ -124,6 +136,8 @@ def main(argv: list[str] | None = None) -> None:
     add_root_option(cli)
     cli.add_argument("--target", nargs="+", help="run: the target treebanks")
     cli.add_argument("--feature", choices=FEATURES, help="run: what is added to the fine-tuning")
+    cli.add_argument("--against", choices=(ALONE, *FEATURES), default=ALONE,
+                     help="run: the fine-tuning the gain is measured over (default: alone)")
     cli.add_argument("--base", help="run: the multilingual base's checkpoint")
     cli.add_argument("--vectors", type=Path, help="run, word_vectors: the word2vec text file")
     cli.add_argument("--seed", type=int, default=1)
@@ -137,7 +151,10 @@ def main(argv: list[str] | None = None) -> None:
         cli.error("run needs --target, --feature and --base")
     if args.feature == "word_vectors" and not args.vectors:
         cli.error("--feature word_vectors needs --vectors")
-    run(args.target, args.feature, args.base, args.seed, args.root.resolve(), args.output, args.vectors, args.results)
+    if args.against == args.feature:
+        cli.error("--against names the feature itself")
+    run(args.target, args.feature, args.base, args.seed, args.root.resolve(), args.output, args.vectors, args.results,
+        args.against)
 
 
 if __name__ == "__main__":

@@ -39,3 +39,24 @@ def test_word_vectors_need_a_file(capsys):
     with pytest.raises(SystemExit) as stop:
         features.main(["run", "--target", "UD_T", "--feature", "word_vectors", "--base", "b.ckpt"])
     assert stop.value.code == 2 and "--feature word_vectors needs --vectors" in capsys.readouterr().err
+
+
+def test_treebank_vectors_are_measured_over_the_relatives_run(tmp_path, fake_training, scored, monkeypatch):
+    ranked = [{"treebank": name, "mean_rank": rank} for name, rank in (("UD_A", 1.0), ("UD_B", 2.0), ("UD_C", 4.0))]
+    monkeypatch.setattr(features, "nearest_treebanks", lambda *arguments: ranked)
+    results = tmp_path / "rows.jsonl"
+    (row,) = features.run(["UD_T"], "relatives+treebank_vectors", "base.ckpt", 1, tmp_path, tmp_path / "runs", None,
+                          results, against="relatives")
+    without, added = fake_training
+    assert "--data.relatives" in without and "--model.encoder_options.treebank_embedding" not in without
+    assert added[added.index("--model.encoder_options.treebank_embedding") + 1] == "true"
+    assert added[added.index("--data.relatives") + 1] == without[without.index("--data.relatives") + 1]
+    assert row["against"] == "relatives" and "relatives/seed1" in row["without"]["command"]
+    table = features.report([json.loads(line) for line in results.read_text().splitlines()])
+    assert "| relatives+treebank_vectors over relatives | UD_T | 1 | " in table
+
+
+def test_a_feature_is_not_measured_against_itself(capsys):
+    with pytest.raises(SystemExit) as stop:
+        features.main(["run", "--target", "UD_T", "--feature", "relatives", "--against", "relatives", "--base", "b"])
+    assert stop.value.code == 2 and "--against names the feature itself" in capsys.readouterr().err
