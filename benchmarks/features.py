@@ -65,7 +65,7 @@ def fine_tuned(target: str, name: str, extra: Sequence[str], base: str, seed: in
 
 
 def overrides(feature: str, target: str, root: Path, output: Path, vectors: Path | None) -> list[str]:
-    """The fine-tuning's overrides that add ``feature``."""
+    """The fine-tuning's overrides that add ``feature`` (none for ``alone``)."""
     extra = []
     if "characters" in feature:
         extra += ["--model.encoder_options.characters", str(CHARACTERS)]
@@ -89,8 +89,7 @@ def run(targets: Sequence[str], feature: str, base: str, seed: int, root: Path, 
     with ``against`` (a feature, or alone)."""
     rows = []
     for target in targets:
-        extra = [] if against == ALONE else overrides(against, target, root, output, vectors)
-        without = fine_tuned(target, against, extra, base, seed, root, output)
+        without = fine_tuned(target, against, overrides(against, target, root, output, vectors), base, seed, root, output)
         added = fine_tuned(target, feature, overrides(feature, target, root, output, vectors), base, seed, root, output)
         head = {"treebank": target, "trees": TREES, "stage": "finetuned", "feature": feature, "seed": seed,
                 **({"against": against} if against != ALONE else {})}
@@ -149,8 +148,9 @@ def main(argv: list[str] | None = None) -> None:
         return
     if not (args.target and args.feature and args.base):
         cli.error("run needs --target, --feature and --base")
-    if args.feature == "word_vectors" and not args.vectors:
-        cli.error("--feature word_vectors needs --vectors")
+    for option, value in (("--feature", args.feature), ("--against", args.against)):
+        if value == "word_vectors" and not args.vectors:
+            cli.error(f"{option} word_vectors needs --vectors")
     if args.against == args.feature:
         cli.error("--against names the feature itself")
     run(args.target, args.feature, args.base, args.seed, args.root.resolve(), args.output, args.vectors, args.results,

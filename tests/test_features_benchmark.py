@@ -39,6 +39,9 @@ def test_word_vectors_need_a_file(capsys):
     with pytest.raises(SystemExit) as stop:
         features.main(["run", "--target", "UD_T", "--feature", "word_vectors", "--base", "b.ckpt"])
     assert stop.value.code == 2 and "--feature word_vectors needs --vectors" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as stop:
+        features.main(["run", "--target", "UD_T", "--feature", "relatives", "--against", "word_vectors", "--base", "b"])
+    assert stop.value.code == 2 and "--against word_vectors needs --vectors" in capsys.readouterr().err
 
 
 def test_treebank_vectors_are_measured_over_the_relatives_run(tmp_path, fake_training, scored, monkeypatch):
