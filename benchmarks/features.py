@@ -22,9 +22,12 @@ measure) and test LAS and their differences. The features:
 - ``word_vectors``: ``--model.encoder_options.word_vectors`` ``--vectors`` (a ``treeexp vectors`` file).
 
 ``--against FEATURE`` measures the gain over that feature's run instead of the fine-tuning alone
-(``relatives+treebank_vectors --against relatives``: what the vectors add). Runs in
-OUTPUT/TARGET/FEATURE/seedS (alone: ``alone``), reused once finished. ``report``: the table
-of the rows, a feature's mean gains and the targets where it gains on dev.
+(``relatives+treebank_vectors --against relatives``: what the vectors add). ``--nearest N`` gives the
+feature's run the N nearest treebanks instead of the recipe's 3, each in proportion to its nearness,
+so that N = every candidate is the whole mix weighted toward the target (``relatives --nearest 48
+--against relatives``: what the farther ones add; the run against keeps 3). Runs in
+OUTPUT/TARGET/FEATURE/seedS (alone: ``alone``; with ``--nearest N``: FEATURE-nearestN), reused once
+finished. ``report``: the table of the rows, a feature's mean gains and the targets where it gains on dev.
 """
 
 from __future__ import annotations
@@ -64,8 +67,9 @@ def fine_tuned(target: str, name: str, extra: Sequence[str], base: str, seed: in
             "cpu_minutes": round(usage["cpu_seconds"] / 60, 1) if usage else None, **run.provenance()}
 
 
-def overrides(feature: str, target: str, root: Path, output: Path, vectors: Path | None) -> list[str]:
-    """The fine-tuning's overrides that add ``feature`` (none for ``alone``)."""
+def overrides(feature: str, target: str, root: Path, output: Path, vectors: Path | None,
+              nearest: int = NEAREST) -> list[str]:
+    """The fine-tuning's overrides that add ``feature`` (none for ``alone``), relatives the ``nearest``."""
     extra = []
     if "characters" in feature:
         extra += ["--model.encoder_options.characters", str(CHARACTERS)]
@@ -74,7 +78,7 @@ def overrides(feature: str, target: str, root: Path, output: Path, vectors: Path
 
         train = treebank_file(target, "train", root)
         ranked = nearest_treebanks(train, TREES, None, str(root), None, output / target, print)
-        shares = relative_shares(ranked, NEAREST, SHARE)
+        shares = relative_shares(ranked, nearest, SHARE)
         extra += ["--data.relatives", json.dumps({name: round(share, 4) for name, share in shares.items()})]
     if "treebank_vectors" in feature:
         extra += ["--model.encoder_options.treebank_embedding", "true"]
@@ -84,16 +88,19 @@ def overrides(feature: str, target: str, root: Path, output: Path, vectors: Path
 
 
 def run(targets: Sequence[str], feature: str, base: str, seed: int, root: Path, output: Path,
-        vectors: Path | None = None, results: Path = RESULTS, against: str = ALONE) -> list[dict]:
-    """A row per target, appended to ``results``: the fine-tuning with ``feature`` beside the one
-    with ``against`` (a feature, or alone)."""
+        vectors: Path | None = None, results: Path = RESULTS, against: str = ALONE, nearest: int = NEAREST) -> list[dict]:
+    """A row per target, appended to ``results``: the fine-tuning with ``feature`` (its relatives the
+    ``nearest``) beside the one with ``against`` (a feature, or alone; its relatives the recipe's 3)."""
     rows = []
+    wide = nearest != NEAREST and "relatives" in feature
+    name = f"{feature}-nearest{nearest}" if wide else feature
     for target in targets:
         without = fine_tuned(target, against, overrides(against, target, root, output, vectors), base, seed, root, output)
-        added = fine_tuned(target, feature, overrides(feature, target, root, output, vectors), base, seed, root, output)
+        added = fine_tuned(target, name, overrides(feature, target, root, output, vectors, nearest), base, seed, root,
+                           output)
         head = {"treebank": target, "trees": TREES, "stage": "finetuned", "feature": feature, "seed": seed,
-                **({"against": against} if against != ALONE else {})}
-        rows.append(record_gain(head, added, without, "without", root, results, f"{target} + {feature} over {against}"))
+                **({"nearest": nearest} if wide else {}), **({"against": against} if against != ALONE else {})}
+        rows.append(record_gain(head, added, without, "without", root, results, f"{target} + {name} over {against}"))
     return rows
 
 
@@ -115,7 +122,8 @@ def report(rows: list[dict]) -> str:
     on how many targets it gains on dev."""
     found = defaultdict(lambda: defaultdict(list))
     for row in rows:
-        found[row["feature"] + (f" over {row['against']}" if "against" in row else "")][row["treebank"]].append(row)
+        label = row["feature"] + (f" ({row['nearest']} nearest)" if "nearest" in row else "")
+        found[label + (f" over {row['against']}" if "against" in row else "")][row["treebank"]].append(row)
     table = []
     for feature, targets in found.items():
         dev, test = [], []
@@ -137,6 +145,8 @@ def main(argv: list[str] | None = None) -> None:
     cli.add_argument("--feature", choices=FEATURES, help="run: what is added to the fine-tuning")
     cli.add_argument("--against", choices=(ALONE, *FEATURES), default=ALONE,
                      help="run: the fine-tuning the gain is measured over (default: alone)")
+    cli.add_argument("--nearest", type=int, default=NEAREST,
+                     help=f"run: the nearest treebanks a relatives feature reads (default {NEAREST}, the recipe's)")
     cli.add_argument("--base", help="run: the multilingual base's checkpoint")
     cli.add_argument("--vectors", type=Path, help="run, word_vectors: the word2vec text file")
     cli.add_argument("--seed", type=int, default=1)
@@ -151,10 +161,12 @@ def main(argv: list[str] | None = None) -> None:
     for option, value in (("--feature", args.feature), ("--against", args.against)):
         if value == "word_vectors" and not args.vectors:
             cli.error(f"{option} word_vectors needs --vectors")
-    if args.against == args.feature:
+    if args.nearest != NEAREST and "relatives" not in args.feature or args.nearest < 1:
+        cli.error("--nearest N (N >= 1) is for the relatives features")
+    if args.against == args.feature and args.nearest == NEAREST:
         cli.error("--against names the feature itself")
     run(args.target, args.feature, args.base, args.seed, args.root.resolve(), args.output, args.vectors, args.results,
-        args.against)
+        args.against, args.nearest)
 
 
 if __name__ == "__main__":

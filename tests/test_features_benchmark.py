@@ -63,3 +63,21 @@ def test_a_feature_is_not_measured_against_itself(capsys):
     with pytest.raises(SystemExit) as stop:
         features.main(["run", "--target", "UD_T", "--feature", "relatives", "--against", "relatives", "--base", "b"])
     assert stop.value.code == 2 and "--against names the feature itself" in capsys.readouterr().err
+
+
+def test_more_relatives_are_measured_over_the_recipes_three(tmp_path, fake_training, scored, monkeypatch, capsys):
+    ranked = [{"treebank": f"UD_{name}", "mean_rank": rank} for rank, name in enumerate("ABCDE", 1)]
+    monkeypatch.setattr(features, "nearest_treebanks", lambda *arguments: ranked)
+    results = tmp_path / "rows.jsonl"
+    (row,) = features.run(["UD_T"], "relatives", "base.ckpt", 1, tmp_path, tmp_path / "runs", None, results,
+                          against="relatives", nearest=5)
+    without, added = fake_training
+    assert list(json.loads(without[without.index("--data.relatives") + 1])) == ["UD_A", "UD_B", "UD_C"]
+    wide = json.loads(added[added.index("--data.relatives") + 1])
+    assert list(wide) == ["UD_A", "UD_B", "UD_C", "UD_D", "UD_E"] and sum(wide.values()) == pytest.approx(0.5, abs=1e-3)
+    assert row["nearest"] == 5 and "relatives-nearest5/seed1" in row["command"]
+    table = features.report([json.loads(line) for line in results.read_text().splitlines()])
+    assert "| relatives (5 nearest) over relatives | UD_T | 1 | " in table
+    with pytest.raises(SystemExit) as stop:
+        features.main(["run", "--target", "UD_T", "--feature", "characters", "--nearest", "5", "--base", "b"])
+    assert stop.value.code == 2 and "--nearest N (N >= 1) is for the relatives features" in capsys.readouterr().err
