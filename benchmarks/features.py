@@ -55,7 +55,8 @@ RESULTS = ROWS / "language_features.jsonl"
 
 def fine_tuned(target: str, name: str, extra: Sequence[str], base: str, seed: int, root: Path, output: Path) -> dict:
     """The base fine-tuned on the target's first 100 trees with the ``extra`` overrides, in
-    OUTPUT/TARGET/NAME/seedS: its run's dev and test LAS, cost and provenance (a finished run reused)."""
+    OUTPUT/TARGET/NAME/seedS: its run's dev and test LAS, cost (CPU minutes, peak memory) and
+    provenance (a finished run reused)."""
     folder = output / target / name / f"seed{seed}"
     overrides = ["--data.treebank", target, "--data.root", str(root), "--model.init", base,
                  "--data.labeled_size", str(TREES), "--data.dev_size", str(TREES),
@@ -64,7 +65,8 @@ def fine_tuned(target: str, name: str, extra: Sequence[str], base: str, seed: in
     test = test_scores(run.best, treebank_file(target, "test", root), folder / "test.conllu")
     usage = run.usage()
     return {"dev_las": round(run.dev()[MONITOR], 2), "test_uas": round(test["uas"], 2), "test_las": round(test["las"], 2),
-            "cpu_minutes": round(usage["cpu_seconds"] / 60, 1) if usage else None, **run.provenance()}
+            "cpu_minutes": round(usage["cpu_seconds"] / 60, 1) if usage else None,
+            "peak_rss_mib": round(usage["peak_rss_bytes"] / 2**20) if usage else None, **run.provenance()}
 
 
 def overrides(feature: str, target: str, root: Path, output: Path, vectors: Path | None,

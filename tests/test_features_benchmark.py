@@ -29,6 +29,7 @@ def test_a_feature_is_measured_beside_the_fine_tuning_alone_run_once(tmp_path, f
     assert list(shares) == ["UD_A", "UD_B", "UD_C"] and sum(shares.values()) == pytest.approx(0.5, abs=1e-3)
     assert asked[0][-2] == tmp_path / "runs" / "UD_T"  # ranked once per target, beside its runs
     assert (row["test_gain"], row["dev_gain"], row["without"]["test_las"]) == (5.0, 0.0, 55.0)
+    assert (row["cpu_minutes"], row["peak_rss_mib"]) == (1.0, 300)
     features.run(["UD_T"], "relatives", "base.ckpt", 1, tmp_path, tmp_path / "runs", None, results)
     assert len(fake_training) == 3  # the alone run reused
     table = features.report([json.loads(line) for line in results.read_text().splitlines()])
