@@ -262,8 +262,8 @@ def rank_target(target: Path, trees: int | None, raw: Sequence[Sentence] | None,
     return rank(labeled, raw, candidates, measures or MEASURES, tokens, candidate_words)
 
 
-def relative_shares(ranked: Sequence[dict], nearest: int, share: float, alike: bool = False) -> dict[str, float]:
-    """The ``nearest`` first of ``ranked`` (rows of :meth:`Nearness.row`, nearest first) sharing
+def relative_shares(ranked: Sequence[dict], nearest: int | None, share: float, alike: bool = False) -> dict[str, float]:
+    """The ``nearest`` first of ``ranked`` (rows of :meth:`Nearness.row`, nearest first; None: all) sharing
     ``share`` of a training epoch, each in proportion to ``1 / mean_rank``, or equally where
     ``alike`` (``--data.relatives``)."""
     kept = ranked[:nearest]

@@ -28,7 +28,8 @@ from that stage's parser of the same seed (or its first: ``--model.init``); ``da
 a stage's own treebanks (a multilingual base) instead of the target's; ``relatives: {nearest: N,
 share: S}`` trains it on the target's trees beside the N treebanks nearest the target (``treeexp
 nearness`` on its labeled trees and raw text, ranked once into ``OUTPUT/nearness.json``; among
-``--candidates``, default every other treebank under ``--root``), sharing S of every epoch by
+``--candidates``, default every other treebank under ``--root``; ``nearest: all``: every one of
+them, the whole set weighted toward the target), sharing S of every epoch by
 nearness (``--data.relatives``), or each alike with ``alike: true``; a stage that reads no tree of
 the target trains on the N alone (S = 1; ranked by the raw text's words alone); ``choose: [A, B]``
 trains nothing and stands for whichever of A and B has the higher mean dev LAS, with its reason
@@ -111,9 +112,10 @@ class TeacherRuns:
 class Relatives:
     """A stage's ``relatives:``: the ``nearest`` treebanks to the target trained on beside its own,
     sharing ``share`` of every epoch (1: alone, for a stage that reads no tree of the target), by
-    nearness or each ``alike`` (:func:`parser.nearness.relative_shares`)."""
+    nearness or each ``alike`` (:func:`parser.nearness.relative_shares`); ``nearest`` None: every
+    ranked treebank."""
 
-    nearest: int
+    nearest: int | None
     share: float
     alike: bool = False
 
@@ -258,14 +260,16 @@ def average_of(value: dict, where: str) -> tuple[tuple[str, float], ...]:
 
 
 def relatives_of(value: dict, where: str) -> Relatives:
-    """A stage's ``relatives: {nearest: N, share: S[, alike: true]}`` (N >= 1 treebanks, 0 < S <= 1)."""
+    """A stage's ``relatives: {nearest: N, share: S[, alike: true]}`` (N >= 1 treebanks or ``all``,
+    0 < S <= 1)."""
     if not isinstance(value, dict) or not {"nearest", "share"} <= set(value) <= {"nearest", "share", "alike"} \
-            or not isinstance(value["nearest"], int) or value["nearest"] < 1 \
+            or value["nearest"] != "all" and (not isinstance(value["nearest"], int) or value["nearest"] < 1) \
             or not isinstance(value["share"], (int, float)) or not 0 < value["share"] <= 1 \
             or not isinstance(value.get("alike", False), bool):
-        raise ConfigurationError(f"{where}: relatives is {{nearest: N, share: S}} (N >= 1 treebanks sharing 0 < S <= 1 of "
-                                 f"every epoch; alike: true shares it equally), not {value}")
-    return Relatives(value["nearest"], float(value["share"]), value.get("alike", False))
+        raise ConfigurationError(f"{where}: relatives is {{nearest: N, share: S}} (N >= 1 treebanks, or all, sharing "
+                                 f"0 < S <= 1 of every epoch; alike: true shares it equally), not {value}")
+    nearest = None if value["nearest"] == "all" else value["nearest"]
+    return Relatives(nearest, float(value["share"]), value.get("alike", False))
 
 
 def nearest_treebanks(train: Path, trees: int | None, raw: tuple[str, Path] | None, root: str | None,
@@ -307,7 +311,8 @@ def relatives_option(relatives: Relatives, ranked: Sequence[dict] | None) -> str
     """``--data.relatives``' value: the nearest of ``ranked`` and their shares, as JSON (None: a
     dry run's description of it)."""
     if ranked is None:
-        return f"<the {relatives.nearest} nearest in {NEARNESS}, sharing {relatives.share:g}{' alike' * relatives.alike}>"
+        which = "every treebank" if relatives.nearest is None else f"the {relatives.nearest} nearest"
+        return f"<{which} in {NEARNESS}, sharing {relatives.share:g}{' alike' * relatives.alike}>"
     from parser.nearness import relative_shares
 
     shares = relative_shares(ranked, relatives.nearest, relatives.share, relatives.alike)

@@ -212,6 +212,12 @@ def test_relatives_are_the_treebanks_nearest_the_target_ranked_once_sharing_part
     shares = json.loads(command[command.index("--data.relatives") + 1])
     assert list(shares) == ranked[:2] and sum(shares.values()) == pytest.approx(0.5)
     assert shares[ranked[0]] > shares[ranked[1]]
+    path.write_text(RELATIVES.replace("nearest: 2", "nearest: all"))  # every candidate, the nearer drawn more
+    assert pipeline.relatives_option(pipeline.Relatives(None, 0.5), None) == "<every treebank in nearness.json, sharing 0.5>"
+    pipeline.run(pipeline.read_pipeline(path), "UD_Tiny", tmp_path / "every", str(root), trees=10, ranked=rows, say=print)
+    every = json.loads(fake_training[-1][fake_training[-1].index("--data.relatives") + 1])
+    assert list(every) == ranked and sum(every.values()) == pytest.approx(0.5)
+    path.write_text(RELATIVES)
     assert pipeline.nearest_treebanks(train, 10, None, str(root), ["Yoruba"], output, print) == rows  # ranked once
     assert "(reused)" in capsys.readouterr().out
     (output / "nearness.json").unlink()
@@ -228,8 +234,9 @@ def test_relatives_are_the_treebanks_nearest_the_target_ranked_once_sharing_part
     assert pipeline.nearest_treebanks(only, 10, None, str(alone), None, tmp_path / "out2", print) == []
     assert "no treebank under" in capsys.readouterr().out
     pipeline.run(pipeline.read_pipeline(path), "UD_Tiny", tmp_path / "out2", str(alone), trees=10, ranked=[], say=print)
-    assert "--data.relatives" not in fake_training[-1] and len(fake_training) == 2
-    for value in ("{nearest: 0, share: 0.5}", "{nearest: 2, share: 1.5}", "{nearest: 2, share: 0.5, alike: 1}", "3"):
+    assert "--data.relatives" not in fake_training[-1] and len(fake_training) == 3
+    for value in ("{nearest: 0, share: 0.5}", "{nearest: some, share: 0.5}", "{nearest: 2, share: 1.5}",
+                  "{nearest: 2, share: 0.5, alike: 1}", "3"):
         path.write_text(RELATIVES.replace("{nearest: 2, share: 0.5}", value))
         with pytest.raises(SystemExit) as stop:
             pipeline.main(common)
