@@ -55,8 +55,11 @@ def test_a_treebank_without_dev_is_trained_on_and_left_out_of_dev(treebanks, cap
     assert [len(m) for m in sampler.members] == [12, 25, 20] and sampler.shares == pytest.approx([1 / 3] * 3)
     with pytest.raises(FileNotFoundError, match="no dev file"):  # one treebank: its dev is needed
         DependencyDataModule("UD_C", root=str(treebanks)).setup("fit")
-    with pytest.raises(ConfigurationError, match="not both"):
-        DependencyDataModule(["UD_A"], root=str(treebanks), max_treebank_sentences=5, labeled_size=3)
+    capped = DependencyDataModule("UD_B", root=str(treebanks), max_treebank_sentences=5, labeled_size=8,
+                                  relatives={"UD_A": 0.25, "UD_C": 0.25})  # the cap is the relatives'
+    capped.setup("fit")
+    counts = {name: sum(s.treebank == name for s in capped.train_sentences) for name in ("UD_A", "UD_B", "UD_C")}
+    assert counts == {"UD_A": 5, "UD_B": 8, "UD_C": 5} and capped.unlabeled_sources[0].first_line > 1
 
 
 def _fit(tiny_bert_dir: Path, treebanks: Path, names: str, root: Path, *extra: str) -> Path:

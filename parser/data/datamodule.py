@@ -150,7 +150,8 @@ class DependencyDataModule(LightningDataModule):
             ``i`` a share ``p_i ~ n_i ** alpha`` of its sentences (UDify's and MaChAmp's
             smoothing; ``BucketBatchSampler``): 1 reads each sentence once (the plain
             concatenation), 0 draws each treebank equally often, 0.5 smooths.
-        max_treebank_sentences: keep only the first K training sentences of each treebank.
+        max_treebank_sentences: keep only the first K training sentences of each treebank (with
+            ``labeled_size``: of each relative, the target's first ``labeled_size`` being its own).
         relatives: treebanks (folders, or their names under ``root``) trained on beside ``treebank``, each
             with its share of a training epoch's sentences, e.g. ``{UD_Irish-IDT: 0.25}`` (the
             target's treebanks share the rest, by ``sampling_alpha``): all their trees, train,
@@ -191,9 +192,6 @@ class DependencyDataModule(LightningDataModule):
                                      "number of steps with --trainer.limit_val_batches 0 and keep last.ckpt)")
         if max_treebank_sentences is not None and max_treebank_sentences < 1:
             raise ConfigurationError(f"max_treebank_sentences must be at least 1, not {max_treebank_sentences}")
-        if max_treebank_sentences is not None and labeled_size is not None:
-            raise ConfigurationError("give --data.labeled_size (the first K labeled, the rest unlabeled) or "
-                                     "--data.max_treebank_sentences (the first K of each treebank), not both")
         if sampling_alpha < 0:
             raise ConfigurationError(f"sampling_alpha must be at least 0, not {sampling_alpha}")
         self.save_hyperparameters()
@@ -317,7 +315,9 @@ class DependencyDataModule(LightningDataModule):
         """Read the files the stage needs; build ``label_vocab`` when training."""
         on_invalid = "skip" if self.skip_invalid_trees else "raise"
         if stage in ("fit", None):
-            train = self._first_of_each_treebank(self._read("train", on_invalid=on_invalid, partial=self.partial))
+            train = self._read("train", on_invalid=on_invalid, partial=self.partial)
+            if self.labeled_size is None:
+                train = self._first_of_each_treebank(train)
             sources = [Source(f, tokenizer=self.unlabeled_tokenizer) for f in expand_files(self.unlabeled)
                        ] if self.unlabeled else []
             if self.labeled_size is not None and len(train) > self.labeled_size:
