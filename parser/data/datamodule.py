@@ -286,12 +286,22 @@ class DependencyDataModule(LightningDataModule):
         relatives = [Path(name).name for name in self.relatives] if split == "train" else []
         return list(dict.fromkeys([*(path.parent.name for path in self.paths(split)), *relatives]))
 
-    def relative_paths(self) -> list[Path]:
-        """Every file of the ``relatives``, in their order."""
+    def relative_trees(self, on_invalid: Literal["raise", "skip"]) -> list[Sentence]:
+        """The trees of every file of the ``relatives`` (train, dev, test), in their order: the first
+        ``max_treebank_sentences`` of each relative, no file read past them."""
         target = {path.parent.name for path in self.paths("train")}
         if clash := sorted(target & {Path(name).name for name in self.relatives}):
             raise ConfigurationError(f"{', '.join(clash)}: a relative of itself (the target's treebank)")
-        return [path for name in self.relatives for path in treebank_files(self.root / name)]
+        trees: list[Sentence] = []
+        for name in self.relatives:
+            kept: list[Sentence] = []
+            for path in treebank_files(self.root / name):
+                left = None if self.max_treebank_sentences is None else self.max_treebank_sentences - len(kept)
+                if left == 0:
+                    break
+                kept += read_conllu(path, on_invalid=on_invalid, first=left)
+            trees += kept
+        return trees
 
     def _treebank_file(self, treebank: str, split: str) -> Path:
         return treebank_file(treebank, split, self.root)
@@ -326,8 +336,7 @@ class DependencyDataModule(LightningDataModule):
                 later = later[later.index(first.path) + 1 :]
                 sources[:0] = [Source(first.path, first.line), *(Source(f) for f in later)]
                 train = train[:self.labeled_size]
-            train += self._first_of_each_treebank(
-                [s for path in self.relative_paths() for s in read_conllu(path, on_invalid=on_invalid)])
+            train += self.relative_trees(on_invalid)
             self.train_sentences, self.unlabeled_sources = train, sources
             firsts = [source.first_sentence() for source in sources]
             for source, first in zip(sources, firsts):

@@ -76,8 +76,10 @@ class Sentence:
 
 
 def read_conllu(path: str | os.PathLike, trees: bool = True,
-                on_invalid: Literal["raise", "skip"] = "raise", partial: bool = False) -> list[Sentence]:
-    """Read a CoNLL-U file (``.gz`` too) with gold tokenisation.
+                on_invalid: Literal["raise", "skip"] = "raise", partial: bool = False,
+                first: int | None = None) -> list[Sentence]:
+    """Read a CoNLL-U file (``.gz`` too) with gold tokenisation; with ``first``, only its first
+    ``first`` valid sentences (the rest of the file is not read).
 
     With ``trees`` every word needs an integer HEAD and the heads must form a tree
     (one word attached to the root, no cycle); otherwise HEAD and DEPREL are ignored
@@ -92,6 +94,8 @@ def read_conllu(path: str | os.PathLike, trees: bool = True,
         raise ValueError(f"on_invalid must be 'raise' or 'skip', not {on_invalid!r}")
     sentences, skipped = [], 0
     for record in records(path, text=False):
+        if first is not None and len(sentences) >= first:
+            break
         sentence = parse_record(path, record, text=False, trees=trees, partial=partial)
         problem = _tree_problem(sentence.heads) if trees else None
         if problem is None:

@@ -328,6 +328,12 @@ def test_relatives_are_labeled_beside_the_target_at_their_share(treebank):
     assert len(data.dev_sentences) == 1 and data.treebanks("train") == ["UD_Tiny", "UD_Other"]
     assert data.treebanks("dev") == ["UD_Tiny"]
     assert data._sampler(data.train_sentences, shuffle=True).shares == [0.25, 0.75]
+    write(other / "xx_other-ud-train.conllu", WORDS, WORDS)
+    (other / "xx_other-ud-dev.conllu").write_text("not CoNLL-U\n")  # past the cap: never read
+    capped = DependencyDataModule("UD_Tiny", root=str(treebank), labeled_size=1, relatives={"UD_Other": 0.75},
+                                  max_treebank_sentences=2)
+    capped.setup("fit")
+    assert [s.source.split(":")[0] for s in capped.train_sentences[1:]] == [str(other / "xx_other-ud-train.conllu")] * 2
     for relatives, message in (({"UD_Tiny": 0.5}, "a relative of itself"), ({"UD_None": 0.5}, "no treebank folder"),
                                ({"UD_Other": 1.0}, "group shares 1 must be positive")):
         with pytest.raises(ConfigurationError, match=message):
