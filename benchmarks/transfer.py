@@ -30,7 +30,8 @@ import shlex
 import statistics
 from pathlib import Path
 
-from benchmarks.common import (ROOT, TARGETS, TRANSFER, append_row, grouped_bars, markdown_table, mean_sd, provenance, read_rows)
+from benchmarks.common import (ROOT, TARGETS, TRANSFER, append_row, grouped_bars, markdown_table, mean_sd, portable,
+                               provenance, read_rows)
 from benchmarks.recorded import STAGES, Target, targets
 from objectives.conventions import ConfigurationError
 from parser import pipeline
@@ -78,6 +79,7 @@ def record(treebank: str, output: Path, results: Path) -> list[dict]:
                **(trained if run["command"] else recording),
                **({"dev_trees": k} if (k := dev_trees(run["command"])) else {}),
                "test_uas": round(run["test"]["uas"], 2), "test_las": round(run["test"]["las"], 2)}
+        row = portable(row)  # a given run's command names its machine's paths
         append_row(results, row)
         rows.append(row)
     return rows

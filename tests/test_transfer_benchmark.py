@@ -1,9 +1,10 @@
 """benchmarks.transfer: a row per run of a transfer pipeline's own rows, and the table."""
 
 import json
+import sys
 
 from benchmarks import recorded, transfer
-from benchmarks.common import mean_sd
+from benchmarks.common import ROOT, mean_sd
 import pytest
 
 from objectives.conventions import ConfigurationError
@@ -39,6 +40,9 @@ def test_rows_of_every_run_of_a_pipelines_own_rows_once_and_their_table(tmp_path
     assert "| zero-shot | 1 | 21.00 |" in table and "| finetuned | 2 | 62.00 ± 1.41 |" in table
     assert table.index("zero-shot") < table.index("target_only") < table.index("finetuned")
     assert table.index("### UD_Wolof-WTB, chosen on the first 100 dev trees") > table.index("finetuned")
+    given = pipeline_row("finetuned", 4, 1.0, command=f"{sys.executable} {ROOT}/train.py fit --config {ROOT}/configs/t.yaml")
+    pipeline.write_rows(output, [given])  # a run given to the pipeline: its command as its machine wrote it
+    assert transfer.record("UD_Wolof-WTB", output, results)[0]["command"] == "python train.py fit --config configs/t.yaml"
     untested = pipeline_row("finetuned", 3, 1.0)
     del untested["test"]  # a pipeline run without --test
     pipeline.write_rows(output, [untested])
