@@ -286,22 +286,12 @@ class DependencyDataModule(LightningDataModule):
         relatives = [Path(name).name for name in self.relatives] if split == "train" else []
         return list(dict.fromkeys([*(path.parent.name for path in self.paths(split)), *relatives]))
 
-    def relative_trees(self, on_invalid: Literal["raise", "skip"]) -> list[Sentence]:
-        """The trees of every file of the ``relatives`` (train, dev, test), in their order: the first
-        ``max_treebank_sentences`` of each relative, no file read past them."""
+    def relative_paths(self) -> list[Path]:
+        """Every file of the ``relatives`` (train, dev, test), in their order."""
         target = {path.parent.name for path in self.paths("train")}
         if clash := sorted(target & {Path(name).name for name in self.relatives}):
             raise ConfigurationError(f"{', '.join(clash)}: a relative of itself (the target's treebank)")
-        trees: list[Sentence] = []
-        for name in self.relatives:
-            kept: list[Sentence] = []
-            for path in treebank_files(self.root / name):
-                left = None if self.max_treebank_sentences is None else self.max_treebank_sentences - len(kept)
-                if left == 0:
-                    break
-                kept += read_conllu(path, on_invalid=on_invalid, first=left)
-            trees += kept
-        return trees
+        return [path for name in self.relatives for path in treebank_files(self.root / name)]
 
     def _treebank_file(self, treebank: str, split: str) -> Path:
         return treebank_file(treebank, split, self.root)
@@ -309,25 +299,26 @@ class DependencyDataModule(LightningDataModule):
     def _read(self, split: Literal["train", "dev", "test"], **options) -> list[Sentence]:
         return [sentence for path in self.paths(split) for sentence in read_conllu(path, **options)]
 
-    def _first_of_each_treebank(self, sentences: list[Sentence]) -> list[Sentence]:
-        """The first ``max_treebank_sentences`` sentences of each treebank (all without a cap)."""
-        if self.max_treebank_sentences is None:
-            return sentences
-        kept: list[Sentence] = []
-        counts: Counter[str | None] = Counter()
-        for sentence in sentences:
-            counts[sentence.treebank] += 1
-            if counts[sentence.treebank] <= self.max_treebank_sentences:
-                kept.append(sentence)
-        return kept
+    def _first_of_each_treebank(self, paths: Sequence[Path], **options) -> list[Sentence]:
+        """The sentences of ``paths`` in order, the first ``max_treebank_sentences`` of each
+        treebank (a file's folder; all without a cap), no file read past them."""
+        kept: Counter[str] = Counter()
+        sentences: list[Sentence] = []
+        for path in paths:
+            left = None if self.max_treebank_sentences is None else self.max_treebank_sentences - kept[path.parent.name]
+            if left == 0:
+                continue
+            read = read_conllu(path, first=left, **options)
+            kept[path.parent.name] += len(read)
+            sentences += read
+        return sentences
 
     def setup(self, stage: str | None = None) -> None:
         """Read the files the stage needs; build ``label_vocab`` when training."""
         on_invalid = "skip" if self.skip_invalid_trees else "raise"
         if stage in ("fit", None):
-            train = self._read("train", on_invalid=on_invalid, partial=self.partial)
-            if self.labeled_size is None:
-                train = self._first_of_each_treebank(train)
+            train = (self._read("train", on_invalid=on_invalid, partial=self.partial) if self.labeled_size is not None
+                     else self._first_of_each_treebank(self.paths("train"), on_invalid=on_invalid, partial=self.partial))
             sources = [Source(f, tokenizer=self.unlabeled_tokenizer) for f in expand_files(self.unlabeled)
                        ] if self.unlabeled else []
             if self.labeled_size is not None and len(train) > self.labeled_size:
@@ -336,7 +327,7 @@ class DependencyDataModule(LightningDataModule):
                 later = later[later.index(first.path) + 1 :]
                 sources[:0] = [Source(first.path, first.line), *(Source(f) for f in later)]
                 train = train[:self.labeled_size]
-            train += self.relative_trees(on_invalid)
+            train += self._first_of_each_treebank(self.relative_paths(), on_invalid=on_invalid)
             self.train_sentences, self.unlabeled_sources = train, sources
             firsts = [source.first_sentence() for source in sources]
             for source, first in zip(sources, firsts):
