@@ -4,6 +4,7 @@ predicts what a treebank adds to the target's fine-tuning.
     OMP_NUM_THREADS=1 python -m benchmarks.nearness rank [--root $UD_DIR] [--output docs/results/nearness.jsonl]
     OMP_NUM_THREADS=1 python -m benchmarks.nearness gain --target UD_Welsh-CCG --candidate UD_Irish-IDT [UD_Y ...] \\
         --base runs/base/multilingual_base/version_0/checkpoints/best.ckpt [--seed 1]
+    OMP_NUM_THREADS=1 python -m benchmarks.nearness gradients --base runs/base/multilingual_base/version_0/checkpoints/best.ckpt
     python -m benchmarks.nearness correlation --chosen UD_Welsh-CCG [--on dev|test]
 
 ``rank``: for each target of :mod:`benchmarks.transfer`, its first 100 train trees, the rest of its
@@ -18,6 +19,12 @@ alone and once with the candidate's trees beside them, drawn at half of every ep
 (``--data.relatives``); the gain is the difference of their dev LAS (what a user with 100 trees can
 measure) and of their test LAS. Runs in ``--output``/TARGET/CANDIDATE/seedS (the alone run:
 ``alone``), reused once finished; a row per candidate in ``docs/results/nearness_gains.jsonl``.
+
+``gradients``: a measure that needs the base, for each measured target and candidate: the cosine of
+the base's gradients of the tree likelihood (arcs and labels, eval mode, float32, the parameters the
+fine-tuning trains) on the target's first 100 trees and on as many words of the candidate (read as
+``treeexp nearness`` reads it): how far one step on the candidate is a step on the target, to first
+order. A row per pair in ``docs/results/nearness_gradients.jsonl``.
 
 ``correlation``: the measured gains beside each candidate's rank; per target with gains, the Spearman correlation between each measure's ranking
 (and the mean rank) and the candidates' dev gains (``--on test``: test gains), then their mean over the
@@ -34,16 +41,26 @@ from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
+import torch
 import yaml
 
 from benchmarks.common import ROOT, ROWS, TARGETS, add_root_option, markdown_table, portable, provenance, read_rows
 from benchmarks.features import TREES, fine_tuned, record_gain
+from objectives import Likelihood
+from parser.data.batch import collate
 from parser.data.datamodule import treebank_file
-from parser.nearness import CANDIDATE_WORDS, MEASURES, SIMILARITIES, mean_ranks
+from parser.data.sentences import Sentence, read_conllu
+from parser.model import Parser
+from parser.nearness import CANDIDATE_WORDS, MEASURES, SIMILARITIES, candidate_files, mean_ranks, sample
 
 SHARE = 0.5  # of every epoch, the candidate's
 RANKS = ROWS / "nearness.jsonl"
 GAINS = ROWS / "nearness_gains.jsonl"
+GRADIENTS = ROWS / "nearness_gradients.jsonl"
+GRADIENT_MEASURE = "gradient_alignment"  # higher is nearer
+GRADIENT_BATCH = 16  # sentences
+REPORTED = (*MEASURES, "mean_rank", GRADIENT_MEASURE)  # the correlations' columns, where measured
+NEARER_HIGHER = {*SIMILARITIES, GRADIENT_MEASURE}
 RELATIVES = ("UD_Bambara-CRB", "UD_Yoruba-YTB", "UD_Naija-NSC", "UD_Kyrgyz-KTMU", "UD_Uzbek-UT", "UD_Tatar-NMCTT",
              "UD_Irish-IDT", "UD_Scottish_Gaelic-ARCOSG", "UD_Manx-Cadhan", "UD_Breton-KEB", "UD_Chinese-GSDSimp",
              "UD_Cantonese-HK", "UD_Thai-PUD", "UD_Indonesian-GSD")  # MANIFEST.md, "Relatives set"
@@ -88,6 +105,52 @@ def gain(target: str, names: list[str], base: str, seed: int, root: Path, output
     return rows
 
 
+def likelihood_gradient(parser: Parser, sentences: list[Sentence]) -> torch.Tensor:
+    """``(P,)`` the gradient of the tree likelihood per word of ``sentences`` over the parser's trainable
+    parameters (batches of :data:`GRADIENT_BATCH` sentences, each weighted by its words)."""
+    parameters = [p for p in parser.network.parameters() if p.requires_grad]
+    likelihood, words = Likelihood(), sum(len(s) for s in sentences)
+    for parameter in parameters:
+        parameter.grad = None
+    for start in range(0, len(sentences), GRADIENT_BATCH):
+        chunk = sentences[start:start + GRADIENT_BATCH]
+        batch = collate(chunk, parser.network.upos_vocab, parser.network.label_vocab)
+        (likelihood(parser(batch.words), batch) * (sum(len(s) for s in chunk) / words)).backward()
+    return torch.cat([p.grad.flatten() if p.grad is not None else torch.zeros(p.numel()) for p in parameters])
+
+
+def gradients(base: str, gains: list[dict], root: Path, output: Path) -> None:
+    """The rows of the base's gradient alignment for every target and candidate with a gain, into
+    ``output`` (rewritten)."""
+    made = provenance(["-m", "benchmarks.nearness", "gradients", "--base", base, "--root", str(root)])
+    torch.manual_seed(0)
+    parser = Parser.load(base)
+    pairs = defaultdict(list)
+    for row in gains:
+        if row["candidate"] not in pairs[row["target"]]:
+            pairs[row["target"]].append(row["candidate"])
+    rows = []
+    for target, names in pairs.items():
+        trees = read_conllu(treebank_file(target, "train", root), first=TREES)
+        words = sum(len(s) for s in trees)
+        toward = likelihood_gradient(parser, trees)
+        for name in names:
+            other = likelihood_gradient(parser, list(sample(candidate_files(name, root), words)))
+            alignment = float(torch.nn.functional.cosine_similarity(toward, other, dim=0))
+            rows.append(portable({"target": target, "candidate": name, GRADIENT_MEASURE: round(alignment, 4),
+                                  "words": words, **made}, {str(root): "$UD_DIR"}))
+            print(f"{target} {name}: {alignment:+.3f}", flush=True)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+
+
+def with_gradients(ranks: list[dict], aligned: list[dict]) -> list[dict]:
+    """The ranking rows, each with its pair's gradient alignment where it was measured."""
+    found = {(r["target"], r["candidate"]): r[GRADIENT_MEASURE] for r in aligned}
+    return [{**r, GRADIENT_MEASURE: found[r["target"], r["candidate"]]} if (r["target"], r["candidate"]) in found else r
+            for r in ranks]
+
+
 def spearman(first: np.ndarray, second: np.ndarray) -> float:
     """Spearman's correlation of two ``(n,)`` arrays: Pearson's of their ranks, ties sharing their mean rank."""
     ranks = [mean_ranks(values[:, None], [False]) for values in (first, second)]
@@ -108,9 +171,9 @@ def correlations(ranks: list[dict], gains: list[dict], on: str = "dev") -> dict[
             continue
         names = sorted(known)
         gained = np.array([np.mean(by_candidate[name]) for name in names])
-        found[target] = {measure: spearman(np.array([known[n][measure] * (1 if measure in SIMILARITIES else -1)
+        found[target] = {measure: spearman(np.array([known[n][measure] * (1 if measure in NEARER_HIGHER else -1)
                                                      for n in names]), gained)
-                         for measure in (*MEASURES, "mean_rank") if measure in known[names[0]]}
+                         for measure in REPORTED if all(measure in known[n] for n in names)}
         found[target]["candidates"] = len(names)
     return found
 
@@ -129,25 +192,28 @@ def gains_table(ranks: list[dict], gains: list[dict]) -> str:
 
 def correlation_report(found: dict[str, dict[str, float]], chosen: list[str]) -> str:
     """The correlations per target, then their means over the chosen targets and over the others."""
-    measures = [*MEASURES, "mean_rank"]
+    measures = [m for m in REPORTED if any(m in values for values in found.values())]
     table = [[target, "chosen" if target in chosen else "confirming", int(values["candidates"]),
-              *(f"{values[m]:+.2f}" for m in measures)] for target, values in sorted(found.items())]
+              *(f"{values[m]:+.2f}" if m in values else "-" for m in measures)] for target, values in sorted(found.items())]
     for label, group in (("mean, chosen on", [t for t in found if t in chosen]),
                          ("mean, confirmed on", [t for t in found if t not in chosen])):
         if group:
-            table.append([label, ", ".join(group), "", *(f"{np.mean([found[t][m] for t in group]):+.2f}" for m in measures)])
+            table.append([label, ", ".join(group), "", *(
+                f"{np.mean([found[t][m] for t in group if m in found[t]]):+.2f}"
+                if any(m in found[t] for t in group) else "-" for m in measures)])
     return markdown_table(["target", "role", "candidates", *measures], table)
 
 
 def main(argv: list[str] | None = None) -> None:
     cli = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    cli.add_argument("command", choices=("rank", "gain", "correlation"))
+    cli.add_argument("command", choices=("rank", "gain", "gradients", "correlation"))
     add_root_option(cli)
     cli.add_argument("--output", type=Path, help="rank: the rows' file (default docs/results/nearness.jsonl); "
-                                                 "gain: the runs' folder (default runs/nearness)")
+                                                 "gain: the runs' folder (default runs/nearness); "
+                                                 "gradients: the rows' file (default docs/results/nearness_gradients.jsonl)")
     cli.add_argument("--target", help="gain: the target treebank")
     cli.add_argument("--candidate", nargs="+", help="gain: the treebanks each trained beside the target")
-    cli.add_argument("--base", help="gain: the multilingual base's checkpoint")
+    cli.add_argument("--base", help="gain, gradients: the multilingual base's checkpoint")
     cli.add_argument("--seed", type=int, default=1)
     cli.add_argument("--chosen", nargs="*", default=[], help="correlation: the targets the measure is chosen on")
     cli.add_argument("--results", type=Path, default=GAINS, help="gain, correlation: the gains' rows")
@@ -160,8 +226,12 @@ def main(argv: list[str] | None = None) -> None:
             cli.error("gain needs --target, --candidate and --base")
         gain(args.target, args.candidate, args.base, args.seed, args.root.resolve(), args.output or Path("runs/nearness"),
              args.results)
+    elif args.command == "gradients":
+        if not args.base:
+            cli.error("gradients needs --base")
+        gradients(args.base, read_rows(args.results), args.root.resolve(), args.output or GRADIENTS)
     else:
-        ranks, gains = read_rows(RANKS), read_rows(args.results)
+        ranks, gains = with_gradients(read_rows(RANKS), read_rows(GRADIENTS)), read_rows(args.results)
         print(gains_table(ranks, gains) + "\n")
         print(correlation_report(correlations(ranks, gains, args.on), args.chosen))
 

@@ -44,3 +44,38 @@ def test_the_correlation_is_spearmans_of_nearness_and_gain_per_target_then_chose
     assert listed[2] == "| UD_A | x | 1 | 1 | +3.00 | +0.50 |" and listed[-4] == "| UD_B | x | 1 | 2 | -2.00 | +0.50 |"
     on_test = [{**row, "dev_gain": 0.0, "test_gain": row["dev_gain"]} for row in gains]
     assert nearness.correlations(ranks, on_test, "test") == found
+
+
+def test_the_gradient_per_word_of_two_batches_is_their_word_weighted_mean(tiny_bert_dir, ud_dir):
+    """A sample's gradient is the mean over its words, batch by batch: the whole's is the halves'
+    mean weighted by their words, and a sample is aligned with itself (cosine 1), not with another."""
+    import torch
+
+    from parser.data.sentences import read_conllu
+    from parser.model import Parser
+    from parser.network import Heads
+
+    sentences = read_conllu(next((ud_dir / "UD_Wolof-WTB").glob("*-ud-train.conllu")), first=2 * nearness.GRADIENT_BATCH)
+    labels = sorted({label for s in sentences for label in s.deprels})
+    parser = Parser(str(tiny_bert_dir), heads=Heads(arc_size=32, label_size=16))
+    parser.build(labels)
+    parser.eval()
+    first, second = sentences[:nearness.GRADIENT_BATCH], sentences[nearness.GRADIENT_BATCH:]
+    words = [sum(len(s) for s in part) for part in (first, second)]
+    whole = nearness.likelihood_gradient(parser, sentences)
+    halves = [nearness.likelihood_gradient(parser, part) for part in (first, second)]
+    assert torch.allclose(whole, (words[0] * halves[0] + words[1] * halves[1]) / sum(words), atol=1e-6)
+    assert torch.nn.functional.cosine_similarity(whole, whole, dim=0) == pytest.approx(1.0)
+    assert torch.nn.functional.cosine_similarity(*halves, dim=0) < 0.99
+
+
+def test_the_gradient_alignment_joins_the_correlations_where_it_was_measured():
+    ranks = [{"target": "UD_A", "candidate": name, "upos_ngrams": distance, "head_direction": distance,
+              "subword_overlap": -distance, "mean_rank": distance} for name, distance in (("x", 1), ("y", 2), ("z", 3))]
+    gains = [{"target": "UD_A", "candidate": name, "dev_gain": value} for name, value in (("x", 1.0), ("y", 2.0), ("z", 3.0))]
+    aligned = [{"target": "UD_A", "candidate": name, nearness.GRADIENT_MEASURE: value}
+               for name, value in (("x", 0.1), ("y", 0.2), ("z", 0.3))]
+    found = nearness.correlations(nearness.with_gradients(ranks, aligned), gains)["UD_A"]
+    assert found["upos_ngrams"] == pytest.approx(-1.0) and found[nearness.GRADIENT_MEASURE] == pytest.approx(1.0)
+    assert nearness.GRADIENT_MEASURE not in nearness.correlations(ranks, gains)["UD_A"]
+    assert nearness.correlation_report({"UD_A": found}, []).splitlines()[0].endswith("| gradient_alignment |")
