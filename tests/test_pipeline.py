@@ -166,22 +166,24 @@ def test_a_shipped_pipeline_is_found_by_name_with_its_configs_from_any_folder(ud
     assert stop.value.code == 2 and "nor a shipped pipeline of that name (" in error and " new_language," in error and "\n" not in error
 
 
-def test_the_transfer_recipes_second_round_trains_only_when_asked_from_its_student(ud_dir, tmp_path, capsys,
-                                                                                    monkeypatch):
+def test_the_transfer_recipes_second_round_learns_from_its_student_and_the_better_on_dev_is_final(
+        ud_dir, tmp_path, capsys, monkeypatch):
     root = str(ud_dir.resolve())
     monkeypatch.chdir(tmp_path)
     pipeline.main(["transfer", "--treebank", "UD_Wolof-WTB", "--root", root, "--output", "out", "--trees", "100",
                    "--dry-run"])
     out = capsys.readouterr().out
-    assert "round2: not trained" in out and "/round2/" not in out
-    pipeline.main(["transfer", "--treebank", "UD_Wolof-WTB", "--root", root, "--output", "out", "--trees", "100",
-                   "--also", "round2", "--dry-run"])
-    student, round2 = [shlex.split(line) for line in capsys.readouterr().out.splitlines() if "train.py" in line][-2:]
+    student, round2 = [shlex.split(line) for line in out.splitlines() if "train.py" in line][-2:]
     assert student[student.index("--trainer.default_root_dir") + 1] == "out/student/seed1"
     made = "out/student/seed1/transfer_student/version_0/checkpoints/best.ckpt"
     assert round2[round2.index("--model.init") + 1] == round2[round2.index("--model.teacher") + 1] == made
     assert round2[round2.index("--config") + 1] == str(runs.CONFIGS / "transfer_student.yaml")
     assert round2[round2.index("--data.dev_size") + 1] == "100"
+    assert "better_student: whichever of round2, student has the higher mean dev LAS" in out
+    assert pipeline.read_pipeline("transfer").final == "better_student"
+    pipeline.main(["transfer", "--treebank", "UD_Wolof-WTB", "--root", root, "--output", "out", "--trees", "100",
+                   "--until", "student", "--dry-run"])  # the recipe before the second round
+    assert "/round2/" not in capsys.readouterr().out
 
 
 def test_no_treebank_passes_the_languages_statistics_to_its_ge_stage(ud_dir, tmp_path, capsys, monkeypatch):
@@ -340,9 +342,9 @@ def test_a_pipeline_learns_the_targets_tokenizer_from_its_labeled_trees_and_read
         str(Path("out") / "tokenizer.udpipe"), "--sentences", "100"]
     commands = {line[line.index("--trainer.default_root_dir") + 1].split("/")[1]: line
                 for line in (shlex.split(text) for text in printed if "train.py" in text)}
-    assert set(commands) == {"base", "finetuned", "student"}  # target_only and student_ge: only with --also
+    assert set(commands) == {"base", "finetuned", "student", "round2"}  # target_only and student_ge: only with --also
     reading = {stage for stage, line in commands.items() if "--data.unlabeled" in line}
-    assert reading == {"student"}  # the one stage whose terms read raw text
+    assert reading == {"student", "round2"}  # the stages whose terms read raw text
     student = commands["student"]
     assert student[student.index("--data.unlabeled") + 1] == "wolof.txt"
     assert student[student.index("--data.unlabeled_tokenizer") + 1] == str(Path("out") / "tokenizer.udpipe")
