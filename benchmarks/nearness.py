@@ -116,7 +116,7 @@ def likelihood_gradient(parser: Parser, sentences: list[Sentence]) -> torch.Tens
         chunk = sentences[start:start + GRADIENT_BATCH]
         batch = collate(chunk, parser.network.upos_vocab, parser.network.label_vocab)
         (likelihood(parser(batch.words), batch) * (sum(len(s) for s in chunk) / words)).backward()
-    return torch.cat([p.grad.flatten() if p.grad is not None else torch.zeros(p.numel()) for p in parameters])
+    return torch.cat([p.grad.flatten() if p.grad is not None else torch.zeros(p.numel(), device=p.device) for p in parameters])
 
 
 def gradients(base: str, gains: list[dict], root: Path, output: Path) -> None:
