@@ -32,9 +32,10 @@ Cells = dict[tuple[int | str, str, str], list[dict]]  # (labeled size, objective
 # The headline: these languages' recipe rows at SIZE trees
 LANGUAGES = ("UD_Wolof-WTB", "UD_Vietnamese-VTB", "UD_Greek-GDT", "UD_Uyghur-UDT", "UD_English-EWT")
 SIZE = 100  # labeled trees
-# the stages of a transfer row, in the tables' order (the last three: new_language.yaml's)
+# the stages of a transfer row, in the tables' order (teachers, round1: new_language.yaml's; round2: both
+# pipelines'; better_student: transfer.yaml's final choice)
 STAGES = ("zero-shot", "target_only", "finetuned", "start", "student", "student_ge", "full",
-          "teachers", "round1", "round2")
+          "teachers", "round1", "round2", "better_student")
 # the recipe's rows: a self_distill variant that starts with ROUND and holds every one of WITH
 ROUND = "round 2 teachers of seeds 1 2 3 "
 WITH = ("--model.encoder_options.word_dropout 0.15",)

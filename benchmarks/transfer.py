@@ -9,10 +9,12 @@ pipeline's folder (``configs/pipelines/transfer.yaml``; any pipeline's, with ``-
 ``record`` reads the pipeline's own rows (``OUTPUT/runs.jsonl``: each run's test scores by
 ``parser.evaluate``, CoNLL 2018 definitions, with ``--test``) and appends one row per run to
 ``--results`` (stage, seed, dev and test LAS/UAS, CPU minutes and peak RSS of its train.py,
-its command, the commit; the base's run is the zero-shot row; ``dev_trees: K`` where the run
+its command, the commit; the base's run is the zero-shot row; a choice's (``better_student``)
+names the stage it took, ``chosen``, and costs nothing; ``dev_trees: K`` where the run
 was chosen on the first K dev trees, ``--trees K``); a run already recorded for the treebank
 is skipped. ``report`` prints a table per treebank and number of dev trees: mean and spread
-over seeds of each stage; ``protocols`` the recipe chosen on every dev tree beside the same
+over seeds of each stage; ``protocols`` the recipe (to the better of its two students, or its
+one student in rows recorded before the second round) chosen on every dev tree beside the same
 chosen on as many dev trees as labeled ones; ``recipes`` one line per target and recipe (a results file:
 ``transfer_relatives.jsonl`` holds the recipe since its fine-tuning reads the 3 nearest treebanks beside the
 target's, issue #56); ``summary`` one line per target beside
@@ -25,7 +27,6 @@ whole training file and UDPipe 2:
 from __future__ import annotations
 
 import argparse
-import math
 import shlex
 import statistics
 from pathlib import Path
@@ -42,6 +43,8 @@ from parser.training.callbacks import MONITOR
 RESULTS = TRANSFER
 RELATIVES = ROOT / "docs" / "results" / "transfer_relatives.jsonl"  # the recipe's fine-tuning beside the 3 nearest treebanks
 FIGURE = ROOT / "docs" / "figures" / "transfer.png"
+FINAL = "better_student"  # configs/pipelines/transfer.yaml's last stage: the better of its two students on dev
+TRAININGS = ("finetuned", "student", "round2")  # the recipe's trainings once the base exists: what a language costs
 
 
 def option(command: str | None, name: str) -> int | None:
@@ -74,10 +77,11 @@ def record(treebank: str, output: Path, results: Path) -> list[dict]:
             continue
         trained = {"commit": run["commit"], "command": run["command"], "date": run.get("date") or recording["date"]}
         row = {"treebank": treebank, "stage": "zero-shot" if run["stage"] == "base" else run["stage"], "seed": run["seed"],
-               "run": key, **({"dev_las": round(run["dev"].get(MONITOR, math.nan), 2), "cpu_minutes": run["cpu_minutes"],
-                               "peak_rss_mib": run["peak_rss_mib"]} if run["command"] else {}),
+               "run": key, **({"chosen": run["chosen"]} if "chosen" in run else {}),
+               **({"dev_las": round(run["dev"][MONITOR], 2)} if MONITOR in run["dev"] else {}),
+               **({"cpu_minutes": run["cpu_minutes"], "peak_rss_mib": run["peak_rss_mib"]} if run["command"] else {}),
                **(trained if run["command"] else recording),
-               **({"dev_trees": k} if (k := dev_trees(run["command"])) else {}),
+               **({"dev_trees": k} if (k := run.get("dev_trees") or dev_trees(run["command"])) else {}),
                "test_uas": round(run["test"]["uas"], 2), "test_las": round(run["test"]["las"], 2)}
         row = portable(row)  # a given run's command names its machine's paths
         append_row(results, row)
@@ -107,24 +111,32 @@ def report(results: Path) -> str:
     return "\n".join(out)
 
 
+def final_stage(rows: list[dict]) -> str:
+    """The recipe's last stage among ``rows``: the better of its two students (``better_student``),
+    the one student in rows recorded before the second round (``--until student``)."""
+    return FINAL if any(r["stage"] == FINAL for r in rows) else "student"
+
+
 def protocols(results: Path) -> str:
-    """Markdown, a line per target and selection rule: the fine-tuned base and its student (test
-    LAS, mean ± sd over seeds) chosen on every dev tree or on the first K (``dev_trees``: as
-    many as labeled trees, the honest protocol), and the CPU minutes of the two trainings."""
+    """Markdown, a line per target and selection rule: the fine-tuned base, its student and the
+    recipe's final parser (test LAS, mean ± sd over seeds) chosen on every dev tree or on the first
+    K (``dev_trees``: as many as labeled trees, the honest protocol), and the CPU minutes of the
+    recipe's trainings per seed."""
     rows = read_rows(results)
     table = []
     for treebank in TARGETS:
         for chosen_on in sorted({r.get("dev_trees") or 0 for r in rows if r["treebank"] == treebank}):
             mine = [r for r in rows if r["treebank"] == treebank and (r.get("dev_trees") or 0) == chosen_on]
-            las = {stage: [r["test_las"] for r in mine if r["stage"] == stage] for stage in ("finetuned", "student")}
-            if not las["student"]:
+            las = {stage: [r["test_las"] for r in mine if r["stage"] == stage] for stage in ("finetuned", "student", FINAL)}
+            seeds = len(las[final_stage(mine)])
+            if not seeds:
                 continue
-            minutes = [r["cpu_minutes"] for r in mine if r["stage"] in las and r.get("cpu_minutes") is not None]
+            minutes = [r["cpu_minutes"] for r in mine if r["stage"] in TRAININGS and r.get("cpu_minutes") is not None]
             table.append([treebank.removeprefix("UD_"), f"first {chosen_on}" if chosen_on else "all",
-                          *(mean_sd(las[stage], 2, "-", single=" (1 seed)") for stage in las), len(las["student"]),
-                          f"{sum(minutes) / len(las['student']):.1f}" if minutes else "-"])
-    return markdown_table(["target", "dev trees", "fine-tuned base", "+ self-training", "seeds",
-                           "CPU min (both)"], table, "llrrrr")
+                          *(mean_sd(seeds_las, 2, "-", single=" (1 seed)") for seeds_las in las.values()), seeds,
+                          f"{sum(minutes) / seeds:.1f}" if minutes else "-"])
+    return markdown_table(["target", "dev trees", "fine-tuned base", "+ self-training", "better of two rounds", "seeds",
+                           "CPU min (trainings)"], table, "llrrrrr")
 
 
 def run_seed(row: dict) -> int | None:
@@ -133,27 +145,31 @@ def run_seed(row: dict) -> int | None:
 
 
 def recipes(files: list[Path], trees: int = 100) -> str:
-    """Markdown, a line per target: each recipe's (a results file's) fine-tuned base and student chosen
-    on the first ``trees`` dev trees (test LAS, mean ± sd over the seeds every file has), the last
-    file's student minus the first's, and each recipe's CPU minutes of the two trainings per seed."""
+    """Markdown, a line per target: each recipe's (a results file's) fine-tuned base and final parser
+    (:func:`final_stage`) chosen on the first ``trees`` dev trees (test LAS, mean ± sd over the seeds
+    every file has), the last file's final parser minus the first's, and each recipe's CPU minutes
+    of its trainings per seed."""
     found = {path: [r for r in read_rows(path) if r.get("dev_trees") == trees] for path in files}
+    finals = {path: final_stage(rows) for path, rows in found.items()}
     table = []
     for treebank in TARGETS:
         mine = {path: [r for r in rows if r["treebank"] == treebank] for path, rows in found.items()}
-        seeds = set.intersection(*({run_seed(r) for r in rows if r["stage"] == "student"} for rows in mine.values()))
+        seeds = set.intersection(*({run_seed(r) for r in rows if r["stage"] == finals[path]}
+                                   for path, rows in mine.items()))
         if not seeds:
             continue
-        cells, students = [], []
-        for rows in mine.values():
-            kept = [r for r in rows if run_seed(r) in seeds and r["stage"] in ("finetuned", "student")]
-            las = {stage: [r["test_las"] for r in kept if r["stage"] == stage] for stage in ("finetuned", "student")}
-            minutes = sum(r["cpu_minutes"] for r in kept if r.get("cpu_minutes") is not None) / len(seeds)
-            cells += [mean_sd(las["finetuned"], 2, "-"), mean_sd(las["student"], 2, "-"), f"{minutes:.1f}"]
-            students.append(statistics.mean(las["student"]))
-        table.append([treebank.removeprefix("UD_"), len(seeds), *cells, f"{students[-1] - students[0]:+.2f}"])
+        cells, last = [], []
+        for path, rows in mine.items():
+            kept = [r for r in rows if run_seed(r) in seeds]
+            las = {stage: [r["test_las"] for r in kept if r["stage"] == stage] for stage in ("finetuned", finals[path])}
+            minutes = sum(r["cpu_minutes"] for r in kept
+                          if r["stage"] in TRAININGS and r.get("cpu_minutes") is not None) / len(seeds)
+            cells += [mean_sd(las["finetuned"], 2, "-"), mean_sd(las[finals[path]], 2, "-"), f"{minutes:.1f}"]
+            last.append(statistics.mean(las[finals[path]]))
+        table.append([treebank.removeprefix("UD_"), len(seeds), *cells, f"{last[-1] - last[0]:+.2f}"])
     header = ["target", "seeds"]
     for path in files:
-        header += [f"{path.stem}: fine-tuned", f"{path.stem}: + self-training", f"{path.stem}: CPU min"]
+        header += [f"{path.stem}: fine-tuned", f"{path.stem}: {finals[path]}", f"{path.stem}: CPU min"]
     return markdown_table([*header, "difference"], table, "lr" + "r" * (len(header) - 1))
 
 

@@ -37,7 +37,7 @@ printed (a rule chosen on dev only; where one of them was not trained on the tar
 as it is, every one parses the target's dev trees, the first K with ``--trees K``, and is scored
 alike; where no stage reads a tree of the target, no dev tree either: whichever parser's expected
 rates on the raw text lie nearer the bands of the facts file of ``--statistics``, the first listed
-on a tie); ``average: {A: 0.5, B: 0.5}`` trains nothing either: the parsers of A and B (of each seed)
+on a tie), a row per seed in ``runs.jsonl`` naming the stage it took; ``average: {A: 0.5, B: 0.5}`` trains nothing either: the parsers of A and B (of each seed)
 averaged weight by weight (``treeexp average``, :mod:`parser.averaging`) into
 ``OUTPUT/<stage>/seed<S>/parser``. A finished stage is reused, a stopped one resumes from its ``last.ckpt``; ``--given STAGE=CHECKPOINT`` takes a stage's parser from elsewhere (a
 multilingual base trained once for every language); ``--seed S`` runs the recipe again with
@@ -481,11 +481,21 @@ def run(pipeline: Pipeline, treebank: str, output: Path, root: str | None = None
     check_stages(pipeline, given, also)
     wanted = pipeline.needed(also)
 
-    def checkpoints(name: str, seed: int | None) -> list[str]:
+    def runs_of(name: str, seed: int | None) -> list[Run]:
+        """The runs of stage ``name`` of one seed (a given parser: its one run), every run for None."""
         runs = results[name]
         if seed is not None:
             runs = [r for r in runs if f"seed{seed}" in r.directory.parts] or runs[:1]
-        return [str(r.best) for r in runs]
+        return runs
+
+    def checkpoints(name: str, seed: int | None) -> list[str]:
+        return [str(r.best) for r in runs_of(name, seed)]
+
+    def chose(stage: Stage, chosen: str) -> None:
+        """The choice of ``chosen`` for ``stage``, a row per seed in ``runs.jsonl``."""
+        results[stage.name] = results[chosen]
+        for seed in stage.seeds:
+            record(output, choice_row(stage.name, chosen, seed, runs_of(chosen, seed)[0], trees))
 
     for i, stage in enumerate(pipeline.stages, 1):
         if stage.name not in wanted:
@@ -518,7 +528,7 @@ def run(pipeline: Pipeline, treebank: str, output: Path, root: str | None = None
                 text = treebank_file(treebank, "train", root)
                 distances = facts_distances({name: results[name] for name in stage.choose}, statistics, text)
                 chosen = min(distances, key=distances.__getitem__)  # a tie: the first listed
-                results[stage.name] = results[chosen]
+                chose(stage, chosen)
                 others = ", ".join(f"{name} {value:.4f}" for name, value in distances.items() if name != chosen)
                 say(f"stage {i}/{len(pipeline.stages)} {stage.name}: {chosen}, the smaller mean distance outside the "
                     f"bands of {statistics} on {text}'s first {CHOICE_SENTENCES} sentences as raw text "
@@ -531,7 +541,7 @@ def run(pipeline: Pipeline, treebank: str, output: Path, root: str | None = None
                 means = parsed_las({name: results[name] for name in stage.choose}, dev, output / "choose")
                 how = f"LAS on {dev}"
             chosen = max(means, key=lambda name: means[name] if means[name] == means[name] else float("-inf"))
-            results[stage.name] = results[chosen]
+            chose(stage, chosen)
             others = ", ".join(f"{name} {value:.2f}" for name, value in means.items() if name != chosen)
             say(f"stage {i}/{len(pipeline.stages)} {stage.name}: {chosen}, the higher mean {how} "
                 f"({means[chosen]:.2f}; {others})")
@@ -607,6 +617,15 @@ def result_row(stage: str, seed: int | None, run_: Run) -> dict:
             "commit": provenance.get("commit"), "command": provenance.get("command"), "date": provenance.get("date")}
 
 
+def choice_row(stage: str, chosen: str, seed: int, run_: Run, trees: int | None) -> dict:
+    """A choice's row of ``runs.jsonl``: the run of ``seed`` of the stage it took (checkpoint, dev
+    scores), ``dev_trees`` it was chosen on (``--trees K``: the first K; 0: none, the facts; None:
+    every one) and no cost of its own (the parsers it compared were trained before)."""
+    return {"stage": stage, "seed": seed, "chosen": chosen, "checkpoint": str(run_.best), "dev": run_.dev(),
+            "dev_trees": trees, "cpu_minutes": None, "peak_rss_mib": None, "commit": None, "command": None,
+            "date": None}
+
+
 def read_rows(output: Path) -> list[dict]:
     """The rows of ``output``'s ``runs.jsonl`` ([] before any)."""
     path = output / RESULTS
@@ -632,14 +651,16 @@ def run_label(row: dict) -> str:
 
 
 def report(rows: Sequence[dict]) -> str:
-    """A line per row: stage, run, dev LAS, test LAS (when scored), CPU minutes, peak MiB."""
+    """A line per row: stage (a choice: with the stage it took), run, dev LAS, test LAS (when scored),
+    CPU minutes, peak MiB."""
     tested = any("test" in row for row in rows)
 
     def number(value: float | None, digits: int = 2) -> str:
         return "-" if value is None else f"{value:.{digits}f}"
 
     table = [["stage", "run", "dev LAS", *(["test LAS"] if tested else []), "CPU min", "peak MiB"]]
-    table += [[row["stage"], run_label(row), number(row["dev"].get(MONITOR)),
+    table += [[row["stage"] + (f" ({row['chosen']})" if "chosen" in row else ""), run_label(row),
+               number(row["dev"].get(MONITOR)),
                *([number(row.get("test", {}).get("las"))] if tested else []),
                number(row["cpu_minutes"], 1), number(row["peak_rss_mib"], 0)] for row in rows]
     widths = [max(len(line[i]) for line in table) for i in range(len(table[0]))]
@@ -691,6 +712,17 @@ def test_scores(checkpoint: str | Path, test_file: Path, scratch: Path) -> dict[
 
     scores = score_checkpoint(checkpoint, test_file, scratch, precision="auto")
     return {"uas": scores["uas"], "las": scores["las"]}
+
+
+def tested_rows(rows: Sequence[dict], test_file: Path, scratch: Path) -> list[dict]:
+    """``rows`` with the test scores of each one's parser (:func:`test_scores`), each parser scored
+    once: a row scored before keeps its scores, a choice takes those of the run it took."""
+    scores = {row["checkpoint"]: row["test"] for row in rows if "test" in row}
+    for row in rows:
+        if row["checkpoint"] not in scores:
+            scores[row["checkpoint"]] = test_scores(row["checkpoint"], test_file,
+                                                    scratch / f"{row['stage']}-{run_label(row)}.conllu")
+    return [{**row, "test": scores[row["checkpoint"]]} for row in rows]
 
 
 def best_run(runs: Sequence[Run]) -> Run:
@@ -796,9 +828,7 @@ def main(argv: list[str] | None = None) -> None:
                 shutil.copyfile(tokenizer, saved / TOKENIZER_FILE)
             if args.test:
                 test_file, scratch = treebank_file(args.treebank, "test", args.root), args.output / "test"
-                write_rows(args.output, [row if "test" in row else {**row, "test": test_scores(
-                    row["checkpoint"], test_file, scratch / f"{row['stage']}-{run_label(row)}.conllu")}
-                    for row in read_rows(args.output)])
+                write_rows(args.output, tested_rows(read_rows(args.output), test_file, scratch))
             print(report(read_rows(args.output)))
             print(f"final parser ({pipeline.final}, {final.directory}): {saved}")
 

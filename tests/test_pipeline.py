@@ -400,6 +400,11 @@ def test_a_choice_with_a_parser_trained_elsewhere_parses_the_first_k_dev_trees_w
     results = pipeline.run(pipeline.read_pipeline(spec), "UD_Wolof-WTB", tmp_path / "out", str(ud_dir),
                            given=given, say=said.append, trees=5)
     assert results["start"] == results["tuned"] and "start: tuned, the higher mean LAS on" in said[-1]
+    choice = pipeline.read_rows(tmp_path / "out")[-1]  # the choice's row: the parser it took, chosen on 5 dev trees
+    assert {key: choice[key] for key in ("stage", "seed", "chosen", "checkpoint", "dev_trees", "cpu_minutes")} == {
+        "stage": "start", "seed": 1, "chosen": "tuned", "checkpoint": given["tuned"], "dev_trees": 5, "cpu_minutes": None}
+    table = pipeline.report(pipeline.read_rows(tmp_path / "out")).splitlines()
+    assert table[-1].split()[:3] == ["start", "(tuned)", "seed1"]
     dev = tmp_path / "out" / "dev5.conllu"
     assert [name for name, _ in scored] == ["base.ckpt", "tuned.ckpt"] and {gold for _, gold in scored} == {dev}
     whole = (ud_dir / "UD_Wolof-WTB").glob("*-ud-dev.conllu").__next__().read_text(encoding="utf-8")
@@ -544,6 +549,22 @@ def test_a_two_stage_pipeline_trains_scores_saves_and_is_reused(tiny_bert_dir, u
     again = pipeline.read_pipeline(path)
     pipeline.run(again, "UD_Tiny", tmp_path / "out", str(root), say=lambda line: None)
     assert again.results["student"] == [student]
+
+
+def test_with_test_each_parser_is_scored_once_and_a_choice_takes_its_runs_scores(tmp_path, monkeypatch):
+    scored = []
+
+    def scores(checkpoint, test_file, scratch):
+        scored.append((checkpoint, scratch.name))
+        return {"uas": 70.0, "las": {"a.ckpt": 60.0, "b.ckpt": 62.0}[checkpoint]}
+
+    monkeypatch.setattr(pipeline, "test_scores", scores)
+    rows = [{"stage": "a", "seed": 1, "checkpoint": "a.ckpt", "test": {"uas": 1.0, "las": 1.0}},
+            {"stage": "b", "seed": 1, "checkpoint": "b.ckpt"},
+            {"stage": "better", "seed": 1, "chosen": "b", "checkpoint": "b.ckpt"}]
+    tested = pipeline.tested_rows(rows, tmp_path / "test.conllu", tmp_path)
+    assert scored == [("b.ckpt", "b-seed1.conllu")]  # a: scored before; better: b's parser
+    assert [row["test"]["las"] for row in tested] == [1.0, 62.0, 62.0] and tested[2]["chosen"] == "b"
 
 
 def test_a_stopped_stage_resumes_from_its_last_checkpoint(tmp_path, monkeypatch):

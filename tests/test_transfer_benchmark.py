@@ -26,10 +26,13 @@ def test_rows_of_every_run_of_a_pipelines_own_rows_once_and_their_table(tmp_path
     pipeline.write_rows(output, [
         pipeline_row("base", None, 20.0, command=None), pipeline_row("finetuned", 1, 60.0),
         pipeline_row("finetuned", 2, 62.0), pipeline_row("target_only", 1, 50.0),
-        pipeline_row("student", 1, 64.0, command="python train.py fit --data.dev_size 100")])
+        pipeline_row("student", 1, 64.0, command="python train.py fit --data.dev_size 100"),
+        {**pipeline_row("better", 1, 64.0, command=None), "chosen": "student", "dev_trees": 100}])
     rows = transfer.record("UD_Wolof-WTB", output, results)
     assert [(r["stage"], r["seed"]) for r in rows] == [("zero-shot", None), ("finetuned", 1), ("finetuned", 2),
-                                                         ("target_only", 1), ("student", 1)]
+                                                         ("target_only", 1), ("student", 1), ("better", 1)]
+    assert rows[5]["chosen"] == "student" and rows[5]["dev_las"] == 64.0 and rows[5]["dev_trees"] == 100
+    assert "cpu_minutes" not in rows[5] and "benchmarks.transfer record" in rows[5]["command"]  # a choice trains nothing
     assert rows[1]["dev_las"] == 60.0 and rows[1]["command"] == "python train.py fit" and rows[1]["commit"] == "abc"
     assert rows[1]["cpu_minutes"] == 10.0 and rows[1]["peak_rss_mib"] == 1024 and rows[1]["test_las"] == 61.0
     assert rows[1]["run"] == str(output / "finetuned" / "seed1") and "dev_trees" not in rows[1]
@@ -101,9 +104,16 @@ def test_protocols_set_the_recipe_chosen_on_every_dev_tree_beside_the_same_on_k(
                                for stage, k, las, minutes in rows))
     lines = transfer.protocols(results).splitlines()
     assert [cell.strip() for cell in lines[2].split("|")[1:-1]] == ["Wolof-WTB", "all", "61.00 ± 1.41", "65.00 ± 1.41",
-                                                                    "2", "32.0"]
+                                                                    "-", "2", "32.0"]
     assert [cell.strip() for cell in lines[3].split("|")[1:-1]] == ["Wolof-WTB", "first 100", "59.00 (1 seed)",
-                                                                    "63.50 (1 seed)", "1", "28.0"]
+                                                                    "63.50 (1 seed)", "-", "1", "28.0"]
+    with results.open("a") as file:  # the second round and the choice of the better student: the recipe's final
+        for stage, las, minutes in [("round2", 64.0, 18.0), ("better_student", 64.0, None)]:
+            file.write(json.dumps({"treebank": "UD_Wolof-WTB", "stage": stage, "test_las": las, "cpu_minutes": minutes,
+                                   "dev_trees": 100}) + "\n")
+    lines = transfer.protocols(results).splitlines()
+    assert [cell.strip() for cell in lines[3].split("|")[1:-1]] == ["Wolof-WTB", "first 100", "59.00 (1 seed)",
+                                                                    "63.50 (1 seed)", "64.00 (1 seed)", "1", "46.0"]
 
 
 def test_recipes_compare_each_recipes_runs_at_the_seeds_every_file_has(tmp_path):
@@ -123,3 +133,7 @@ def test_recipes_compare_each_recipes_runs_at_the_seeds_every_file_has(tmp_path)
     line = transfer.recipes([old, new]).splitlines()[2]
     assert [cell.strip() for cell in line.split("|")[1:-1]] == ["Wolof-WTB", "1", "48.00", "53.00", "20.0", "51.00",
                                                                 "55.50", "20.0", "+2.50"]
+    rows(tmp_path / "round2.jsonl", [("finetuned", 1, 51.0, "x"), ("student", 1, 55.5, "x"), ("round2", 1, 56.5, "x"),
+                                     ("better_student", 1, 56.5, None)])
+    lines = transfer.recipes([old, tmp_path / "round2.jsonl"]).splitlines()  # its final: the better of two students
+    assert "round2: better_student" in lines[0] and lines[2].split("|")[-4:-1] == [" 56.50 ", " 30.0 ", " +3.50 "]
