@@ -117,21 +117,45 @@ def final_stage(rows: list[dict]) -> str:
     return FINAL if any(r["stage"] == FINAL for r in rows) else "student"
 
 
-def protocols(results: Path) -> str:
+def with_choices(rows: list[dict]) -> list[dict]:
+    """``rows`` and, for each treebank, seed and dev trees whose student and second round were
+    recorded before the pipeline wrote its choice's row, that choice (the pipeline's own rule:
+    the higher dev LAS, the second round on a tie)."""
+    chosen = {(r["treebank"], r.get("seed"), r.get("dev_trees")) for r in rows if r["stage"] == FINAL}
+    made = []
+    for key in sorted({(r["treebank"], r.get("seed"), r.get("dev_trees")) for r in rows if r["stage"] == "round2"} - chosen,
+                      key=str):
+        runs = {r["stage"]: r for r in rows if (r["treebank"], r.get("seed"), r.get("dev_trees")) == key}
+        if "student" in runs:
+            better = max(("round2", "student"), key=lambda stage: runs[stage]["dev_las"])
+            made.append({"treebank": key[0], "stage": FINAL, "seed": key[1], "chosen": better,
+                         "dev_las": runs[better]["dev_las"], "test_las": runs[better]["test_las"],
+                         **({"dev_trees": key[2]} if key[2] else {})})
+    return rows + made
+
+
+def protocols(results: list[Path]) -> str:
     """Markdown, a line per target and selection rule: the fine-tuned base, its student and the
-    recipe's final parser (test LAS, mean ± sd over seeds) chosen on every dev tree or on the first
-    K (``dev_trees``: as many as labeled trees, the honest protocol), and the CPU minutes of the
-    recipe's trainings per seed."""
-    rows = read_rows(results)
+    recipe's final parser (test LAS, mean ± sd over the seeds that ran to the final; :func:`with_choices`)
+    chosen on every dev tree or on the first K (``dev_trees``: as many as labeled trees, the honest
+    protocol), and the CPU minutes of the recipe's trainings per seed. Each of the ``results``
+    files holds runs of its own: a seed in two files is two runs."""
+    files = [with_choices(read_rows(path)) for path in results]
     table = []
     for treebank in TARGETS:
-        for chosen_on in sorted({r.get("dev_trees") or 0 for r in rows if r["treebank"] == treebank}):
-            mine = [r for r in rows if r["treebank"] == treebank and (r.get("dev_trees") or 0) == chosen_on]
-            las = {stage: [r["test_las"] for r in mine if r["stage"] == stage] for stage in ("finetuned", "student", FINAL)}
-            seeds = len(las[final_stage(mine)])
+        for chosen_on in sorted({r.get("dev_trees") or 0 for rows in files for r in rows if r["treebank"] == treebank}):
+            mine = [[r for r in rows if r["treebank"] == treebank and (r.get("dev_trees") or 0) == chosen_on]
+                    for rows in files]
+            final = FINAL if any(final_stage(rows) == FINAL for rows in mine) else "student"
+            kept = []  # the runs of the seeds that ran to the final, of every file
+            for rows in mine:
+                finished = {run_seed(r) for r in rows if r["stage"] == final}
+                kept += [r for r in rows if run_seed(r) in finished]
+            las = {stage: [r["test_las"] for r in kept if r["stage"] == stage] for stage in ("finetuned", "student", FINAL)}
+            seeds = len(las[final])
             if not seeds:
                 continue
-            minutes = [r["cpu_minutes"] for r in mine if r["stage"] in TRAININGS and r.get("cpu_minutes") is not None]
+            minutes = [r["cpu_minutes"] for r in kept if r["stage"] in TRAININGS and r.get("cpu_minutes") is not None]
             table.append([treebank.removeprefix("UD_"), f"first {chosen_on}" if chosen_on else "all",
                           *(mean_sd(seeds_las, 2, "-", single=" (1 seed)") for seeds_las in las.values()), seeds,
                           f"{sum(minutes) / seeds:.1f}" if minutes else "-"])
@@ -141,7 +165,7 @@ def protocols(results: Path) -> str:
 
 def run_seed(row: dict) -> int | None:
     """A row's seed: its own, else (a stage given to the pipeline) its command's ``--seed_everything``."""
-    return row["seed"] if row["seed"] is not None else option(row.get("command"), "--seed_everything")
+    return row["seed"] if row.get("seed") is not None else option(row.get("command"), "--seed_everything")
 
 
 def recipes(files: list[Path], trees: int = 100) -> str:
@@ -149,7 +173,7 @@ def recipes(files: list[Path], trees: int = 100) -> str:
     (:func:`final_stage`) chosen on the first ``trees`` dev trees (test LAS, mean ± sd over the seeds
     every file has), the last file's final parser minus the first's, and each recipe's CPU minutes
     of its trainings per seed."""
-    found = {path: [r for r in read_rows(path) if r.get("dev_trees") == trees] for path in files}
+    found = {path: [r for r in with_choices(read_rows(path)) if r.get("dev_trees") == trees] for path in files}
     finals = {path: final_stage(rows) for path, rows in found.items()}
     table = []
     for treebank in TARGETS:
@@ -210,13 +234,16 @@ def main(argv: list[str] | None = None) -> None:
     cli.add_argument("action", choices=["record", "report", "summary", "protocols", "recipes"])
     cli.add_argument("--treebank")
     cli.add_argument("--output", type=Path, help="the transfer pipeline's --output folder")
-    cli.add_argument("--results", type=Path, default=RESULTS)
+    cli.add_argument("--results", type=Path, nargs="+", default=[RESULTS],
+                     help="the results file (protocols: the results files, their rows read as one)")
     cli.add_argument("--recipes", type=Path, nargs="+", default=[RESULTS, RELATIVES],
                      help="recipes: the recipes' results files, the first the one the others are compared with")
     cli.add_argument("--figure", type=Path, default=FIGURE, help="summary: where to draw its figure")
     args = cli.parse_args(argv)
+    if len(args.results) > 1 and args.action != "protocols":
+        cli.error(f"{args.action} reads one --results file; protocols reads several")
     if args.action == "report":
-        print(report(args.results))
+        print(report(args.results[0]))
         return
     if args.action == "protocols":
         print(protocols(args.results))
@@ -225,12 +252,12 @@ def main(argv: list[str] | None = None) -> None:
         print(recipes(args.recipes))
         return
     if args.action == "summary":
-        found = targets(args.results)
+        found = targets(args.results[0])
         print(f"{summary(found)}\nfigure: {figure(found, args.figure)}")
         return
     if not args.treebank or not args.output:
         cli.error("record needs --treebank and --output")
-    rows = run_reporting_errors(lambda: record(args.treebank, args.output, args.results))
+    rows = run_reporting_errors(lambda: record(args.treebank, args.output, args.results[0]))
     for row in rows:
         print(f"{row['treebank']} {row['stage']} seed {row['seed']}: test LAS {row['test_las']:.2f}")
 

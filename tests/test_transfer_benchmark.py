@@ -102,7 +102,7 @@ def test_protocols_set_the_recipe_chosen_on_every_dev_tree_beside_the_same_on_k(
     results.write_text("".join(json.dumps({"treebank": "UD_Wolof-WTB", "stage": stage, "test_las": las,
                                            "cpu_minutes": minutes, **({"dev_trees": k} if k else {})}) + "\n"
                                for stage, k, las, minutes in rows))
-    lines = transfer.protocols(results).splitlines()
+    lines = transfer.protocols([results]).splitlines()
     assert [cell.strip() for cell in lines[2].split("|")[1:-1]] == ["Wolof-WTB", "all", "61.00 ± 1.41", "65.00 ± 1.41",
                                                                     "-", "2", "32.0"]
     assert [cell.strip() for cell in lines[3].split("|")[1:-1]] == ["Wolof-WTB", "first 100", "59.00 (1 seed)",
@@ -111,9 +111,26 @@ def test_protocols_set_the_recipe_chosen_on_every_dev_tree_beside_the_same_on_k(
         for stage, las, minutes in [("round2", 64.0, 18.0), ("better_student", 64.0, None)]:
             file.write(json.dumps({"treebank": "UD_Wolof-WTB", "stage": stage, "test_las": las, "cpu_minutes": minutes,
                                    "dev_trees": 100}) + "\n")
-    lines = transfer.protocols(results).splitlines()
-    assert [cell.strip() for cell in lines[3].split("|")[1:-1]] == ["Wolof-WTB", "first 100", "59.00 (1 seed)",
-                                                                    "63.50 (1 seed)", "64.00 (1 seed)", "1", "46.0"]
+    second = tmp_path / "round2.jsonl"  # another file's runs: its seed 1 is a run of its own
+    second.write_text("".join(json.dumps({"treebank": "UD_Wolof-WTB", "stage": stage, "seed": 1, "test_las": las,
+                                          "cpu_minutes": 10.0, "dev_trees": 100, "dev_las": las}) + "\n"
+                              for stage, las in [("finetuned", 60.0), ("student", 64.0), ("round2", 66.0)]))
+    lines = transfer.protocols([results, second]).splitlines()
+    assert [cell.strip() for cell in lines[3].split("|")[1:-1]] == ["Wolof-WTB", "first 100", "59.50 ± 0.71",
+                                                                    "63.75 ± 0.35", "65.00 ± 1.41", "2", "38.0"]
+
+
+def test_a_second_round_recorded_before_its_choice_had_a_row_is_chosen_as_the_pipeline_chooses():
+    def row(stage, seed, dev, test):
+        return {"treebank": "UD_Welsh-CCG", "stage": stage, "seed": seed, "dev_las": dev, "test_las": test,
+                "dev_trees": 100}
+
+    rows = [row("student", 1, 70.0, 73.0), row("round2", 1, 69.0, 74.0), row("student", 2, 71.0, 73.5),
+            row("round2", 2, 71.0, 74.4), row("student", 3, 70.0, 73.0), row("round2", 3, 72.0, 74.0),
+            {**row(transfer.FINAL, 3, 70.0, 73.0), "chosen": "student"}, row("round2", 4, 71.0, 74.0)]
+    made = transfer.with_choices(rows)[len(rows):]  # seed 3: chosen by its pipeline; seed 4: no student
+    assert [(r["seed"], r["chosen"], r["test_las"], r["dev_trees"]) for r in made] == [
+        (1, "student", 73.0, 100), (2, "round2", 74.4, 100)]  # the higher dev LAS; a tie: the second round
 
 
 def test_recipes_compare_each_recipes_runs_at_the_seeds_every_file_has(tmp_path):
