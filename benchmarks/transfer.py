@@ -76,9 +76,12 @@ def record(treebank: str, output: Path, results: Path) -> list[dict]:
         if (treebank, key) in known:
             continue
         trained = {"commit": run["commit"], "command": run["command"], "date": run.get("date") or recording["date"]}
+        # a choice's dev LAS is the run's it took, where that run was trained here (a base's own dev is no target's)
+        scored = next((r for r in ran if r["stage"] == run["chosen"] and r["seed"] in (run["seed"], None)), run) \
+            if "chosen" in run else run
         row = {"treebank": treebank, "stage": "zero-shot" if run["stage"] == "base" else run["stage"], "seed": run["seed"],
                "run": key, **({"chosen": run["chosen"]} if "chosen" in run else {}),
-               **({"dev_las": round(run["dev"][MONITOR], 2)} if MONITOR in run["dev"] else {}),
+               **({"dev_las": round(run["dev"][MONITOR], 2)} if scored["command"] and MONITOR in run["dev"] else {}),
                **({"cpu_minutes": run["cpu_minutes"], "peak_rss_mib": run["peak_rss_mib"]} if run["command"] else {}),
                **(trained if run["command"] else recording),
                **({"dev_trees": k} if (k := run.get("dev_trees") or dev_trees(run["command"])) else {}),

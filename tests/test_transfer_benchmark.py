@@ -24,7 +24,7 @@ def test_rows_of_every_run_of_a_pipelines_own_rows_once_and_their_table(tmp_path
     output, results = tmp_path / "out", tmp_path / "rows.jsonl"
     output.mkdir()
     pipeline.write_rows(output, [
-        pipeline_row("base", None, 20.0, command=None), pipeline_row("finetuned", 1, 60.0),
+        {**pipeline_row("base", None, 20.0, command=None), "dev": {"val/las": 70.0}}, pipeline_row("finetuned", 1, 60.0),
         pipeline_row("finetuned", 2, 62.0), pipeline_row("target_only", 1, 50.0),
         pipeline_row("student", 1, 64.0, command="python train.py fit --data.dev_size 100"),
         {**pipeline_row("better", 1, 64.0, command=None), "chosen": "student", "dev_trees": 100}])
@@ -33,6 +33,7 @@ def test_rows_of_every_run_of_a_pipelines_own_rows_once_and_their_table(tmp_path
                                                          ("target_only", 1), ("student", 1), ("better", 1)]
     assert rows[5]["chosen"] == "student" and rows[5]["dev_las"] == 64.0 and rows[5]["dev_trees"] == 100
     assert "cpu_minutes" not in rows[5] and "benchmarks.transfer record" in rows[5]["command"]  # a choice trains nothing
+    assert "dev_las" not in rows[0]  # the base's own dev is no target's
     assert rows[1]["dev_las"] == 60.0 and rows[1]["command"] == "python train.py fit" and rows[1]["commit"] == "abc"
     assert rows[1]["cpu_minutes"] == 10.0 and rows[1]["peak_rss_mib"] == 1024 and rows[1]["test_las"] == 61.0
     assert rows[1]["run"] == str(output / "finetuned" / "seed1") and "dev_trees" not in rows[1]
