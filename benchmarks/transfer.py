@@ -42,6 +42,8 @@ from parser.training.callbacks import MONITOR
 
 RESULTS = TRANSFER
 RELATIVES = ROOT / "docs" / "results" / "transfer_relatives.jsonl"  # the recipe's fine-tuning beside the 3 nearest treebanks
+# the recipe as it ships (its student 200 steps, then the better of two rounds), chosen on 100 dev trees
+SHIPPED = (ROOT / "docs" / "results" / "transfer_student200.jsonl", ROOT / "docs" / "results" / "transfer_round2.jsonl")
 FIGURE = ROOT / "docs" / "figures" / "transfer.png"
 FINAL = "better_student"  # configs/pipelines/transfer.yaml's last stage: the better of its two students on dev
 TRAININGS = ("finetuned", "student", "round2")  # the recipe's trainings once the base exists: what a language costs
@@ -137,23 +139,41 @@ def with_choices(rows: list[dict]) -> list[dict]:
     return rows + made
 
 
+def recipe_runs(files: list[list[dict]], treebank: str, chosen_on: int) -> tuple[str, list[dict]]:
+    """The recipe's final stage for ``treebank`` chosen on the first ``chosen_on`` dev trees (0: on
+    every one; :func:`final_stage` over ``files``) and the runs, of every file, of the seeds that ran
+    to it. Each file holds runs of its own: a seed in two files is two runs."""
+    mine = [[r for r in rows if r["treebank"] == treebank and (r.get("dev_trees") or 0) == chosen_on] for rows in files]
+    final = FINAL if any(final_stage(rows) == FINAL for rows in mine) else "student"
+    kept = []
+    for rows in mine:
+        finished = {run_seed(r) for r in rows if r["stage"] == final}
+        kept += [r for r in rows if run_seed(r) in finished]
+    return final, kept
+
+
+def shipped(results: list[Path], trees: int = 100) -> dict[str, list[float]]:
+    """Per target of ``TARGETS`` whose runs in ``results`` reached the recipe's final choice
+    (``better_student``, :func:`with_choices`) on the first ``trees`` dev trees: its test LAS, one per run."""
+    files = [with_choices(read_rows(path)) for path in results]
+    found = {}
+    for treebank in TARGETS:
+        final, kept = recipe_runs(files, treebank, trees)
+        if final == FINAL:
+            found[treebank] = [r["test_las"] for r in kept if r["stage"] == final]
+    return found
+
+
 def protocols(results: list[Path]) -> str:
     """Markdown, a line per target and selection rule: the fine-tuned base, its student and the
     recipe's final parser (test LAS, mean ± sd over the seeds that ran to the final; :func:`with_choices`)
     chosen on every dev tree or on the first K (``dev_trees``: as many as labeled trees, the honest
-    protocol), and the CPU minutes of the recipe's trainings per seed. Each of the ``results``
-    files holds runs of its own: a seed in two files is two runs."""
+    protocol), and the CPU minutes of the recipe's trainings per seed (:func:`recipe_runs`)."""
     files = [with_choices(read_rows(path)) for path in results]
     table = []
     for treebank in TARGETS:
         for chosen_on in sorted({r.get("dev_trees") or 0 for rows in files for r in rows if r["treebank"] == treebank}):
-            mine = [[r for r in rows if r["treebank"] == treebank and (r.get("dev_trees") or 0) == chosen_on]
-                    for rows in files]
-            final = FINAL if any(final_stage(rows) == FINAL for rows in mine) else "student"
-            kept = []  # the runs of the seeds that ran to the final, of every file
-            for rows in mine:
-                finished = {run_seed(r) for r in rows if r["stage"] == final}
-                kept += [r for r in rows if run_seed(r) in finished]
+            final, kept = recipe_runs(files, treebank, chosen_on)
             las = {stage: [r["test_las"] for r in kept if r["stage"] == stage] for stage in ("finetuned", "student", FINAL)}
             seeds = len(las[final])
             if not seeds:

@@ -121,6 +121,27 @@ def test_protocols_set_the_recipe_chosen_on_every_dev_tree_beside_the_same_on_k(
                                                                     "63.75 ± 0.35", "65.00 ± 1.41", "2", "38.0"]
 
 
+def test_the_shipped_recipe_is_each_runs_final_parser_chosen_on_k_dev_trees_over_its_files(tmp_path):
+    """The headline's transfer recipe: per target, the final parser of every run that reached it (a
+    choice the pipeline wrote, or one made from its two students), not the runs chosen on every dev
+    tree, not a run that stopped at its student, nor a target without a final."""
+    def rows(path, runs):
+        path.write_text("".join(json.dumps({"treebank": treebank, "stage": stage, "seed": seed, "dev_las": dev,
+                                            "test_las": test, **({"dev_trees": k} if k else {})}) + "\n"
+                                for treebank, stage, seed, k, dev, test in runs))
+        return path
+
+    first = rows(tmp_path / "student200.jsonl", [
+        ("UD_Wolof-WTB", "student", 1, 100, 57.0, 55.0),  # stopped at its student: not the recipe
+        ("UD_Wolof-WTB", "student", 2, 100, 57.0, 55.5), ("UD_Wolof-WTB", "round2", 2, 100, 58.0, 56.5),
+        ("UD_Wolof-WTB", "better_student", 3, None, 60.0, 60.0),  # chosen on every dev tree
+        ("UD_Welsh-CCG", "student", 1, 100, 70.0, 73.0)])
+    second = rows(tmp_path / "round2.jsonl", [("UD_Wolof-WTB", "student", 1, 100, 57.0, 55.4),
+                                              ("UD_Wolof-WTB", "round2", 1, 100, 56.0, 56.4),
+                                              ("UD_Wolof-WTB", "better_student", 1, 100, 57.0, 55.4)])
+    assert transfer.shipped([first, second]) == {"UD_Wolof-WTB": [56.5, 55.4]}
+
+
 def test_a_second_round_recorded_before_its_choice_had_a_row_is_chosen_as_the_pipeline_chooses():
     def row(stage, seed, dev, test):
         return {"treebank": "UD_Welsh-CCG", "stage": stage, "seed": seed, "dev_las": dev, "test_las": test,
