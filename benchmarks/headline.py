@@ -1,7 +1,7 @@
 """The README's headline: per target language, test LAS of the best shipped recipe from 100
 trees (``configs/pipelines/transfer.yaml``) beside the language-alone recipe of the same trees,
 the base as it is, the whole training file and UDPipe 2's published score; a small figure and a
-markdown table, from the recorded rows (:func:`benchmarks.recorded.targets`).
+markdown table, from the recorded rows (:func:`benchmarks.recorded.targets`, :func:`benchmarks.transfer.shipped`).
 
     python -m benchmarks.headline                          # docs/figures/headline.png and the table
     python -m benchmarks.headline --figure /tmp/h.png      # elsewhere
