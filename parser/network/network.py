@@ -137,6 +137,20 @@ class Network(nn.Module):
         """Every parameter and floating-point buffer, in a fixed order (a moving average's)."""
         return [*self.parameters(), *(b for b in self.buffers() if b.is_floating_point())]
 
+    @torch.no_grad()
+    def follow(self, other: Network, decay: float) -> None:
+        """One step of a moving average of ``other``'s weights (this network, a copy of it):
+        every part becomes ``decay * own + (1 - decay) * other's``."""
+        torch._foreach_lerp_(self.parts(), [p.detach() for p in other.parts()], 1 - decay)
+
+    @torch.no_grad()
+    def swap(self, other: Network) -> None:
+        """Exchange every part's values with ``other``'s (a copy of this network)."""
+        for own, theirs in zip(self.parts(), other.parts(), strict=True):
+            kept = own.clone()
+            own.copy_(theirs)
+            theirs.copy_(kept)
+
     def tag_targets(self, upos: Tensor) -> Tensor:
         """Gold UPOS ids for accuracy: ``<pad>`` and ``<unk>`` (``_``) become the ignore index."""
         return upos.masked_fill(upos <= self.upos_vocab.unk_index, IGNORE_INDEX)

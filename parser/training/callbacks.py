@@ -1,8 +1,10 @@
 """Training callbacks that keep a run honest with its user: validate before stopping, say
-where the run writes and what it found, and show step-limited progress."""
+where the run writes and what it found, and show step-limited progress; and one a user adds,
+a moving average of the weights (``--trainer.callbacks+=parser.training.callbacks.MovingAverage``)."""
 
 from __future__ import annotations
 
+import copy
 import random
 import shlex
 import signal
@@ -188,6 +190,63 @@ class LastCheckpoint(ModelCheckpoint):
         for signum, handler in self._previous_handlers.items():
             signal.signal(signum, handler)
         self._previous_handlers = {}
+
+
+class MovingAverage(Callback):
+    """Validate, select and save an exponential moving average of the network's weights
+    (Polyak averaging), training going on with the weights themselves.
+
+    From training step ``start`` on, the average follows the weights after every step
+    (``decay``: the weight of the average so far). Each validation scores the average,
+    and the checkpoints written after it (``best.ckpt``, the parser a run gives) hold it;
+    the next step trains the weights again. ``last.ckpt`` also keeps the other of the two,
+    so a resumed run is the same run. Before ``start`` the weights themselves are validated.
+
+    Lightning's own ``WeightAveraging`` copies the module before it is set up, and its
+    weights-only checkpoints (``best.ckpt``) keep the weights, not the average: the parser
+    builds its network in ``setup`` from the data, and a run's result is its ``best.ckpt``.
+    """
+
+    def __init__(self, decay: float = 0.99, start: int = 0) -> None:
+        if not 0.0 < decay < 1.0:
+            raise ConfigurationError(f"the moving average's decay must lie in (0, 1), not {decay}")
+        self.decay, self.start = decay, start
+        self._average = None  # a copy of the network, made at the first update
+        self._swapped = False  # the network holds the average, the copy the weights
+        self._restored: dict | None = None  # a checkpoint's state, until the network exists
+
+    def on_train_batch_start(self, trainer: Trainer, pl_module: LightningModule, batch, batch_idx: int) -> None:
+        if self._swapped:
+            pl_module.network.swap(self._average)
+            self._swapped = False
+
+    def on_train_batch_end(self, trainer: Trainer, pl_module: LightningModule, outputs, batch, batch_idx: int) -> None:
+        if trainer.global_step <= self.start:
+            return
+        if self._average is None:
+            self._average = copy.deepcopy(pl_module.network)
+        else:
+            self._average.follow(pl_module.network, self.decay)
+
+    def on_validation_epoch_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        if self._average is not None and not self._swapped and not trainer.sanity_checking:
+            pl_module.network.swap(self._average)
+            self._swapped = True
+
+    def state_dict(self) -> dict:
+        return {"swapped": self._swapped, "average": None if self._average is None else self._average.state_dict()}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        self._restored = state_dict
+
+    def on_fit_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        if self._restored is None:
+            return
+        self._swapped = self._restored["swapped"]
+        if self._restored["average"] is not None:
+            self._average = copy.deepcopy(pl_module.network)
+            self._average.load_state_dict(self._restored["average"])
+        self._restored = None
 
 
 class ResumeRandomState(Callback):

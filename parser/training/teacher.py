@@ -143,7 +143,7 @@ class Teacher:
     def follow(self, student: Network) -> None:
         """One step of the moving average toward ``student`` (nothing for a frozen teacher)."""
         if self.decay is not None:
-            torch._foreach_lerp_(self.networks[0].parts(), [p.detach() for p in student.parts()], 1 - self.decay)
+            self.networks[0].follow(student, self.decay)
 
     def state_dict(self) -> dict | None:
         """What a checkpoint keeps: the moving average's weights (a frozen teacher is its file)."""

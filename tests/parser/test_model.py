@@ -29,18 +29,6 @@ from parser.data.sentences import read_conllu
 from parser.training.teacher import Teacher, TeacherOptions
 from parser.training.terms import Term
 
-EWT = "UD_English-EWT/en_ewt-ud-dev.conllu"
-
-
-@pytest.fixture()
-def small_treebank(ud_dir: Path, tmp_path: Path) -> Path:
-    """The first 40 sentences of EWT dev as train, dev and test files."""
-    text = (ud_dir / EWT).read_text(encoding="utf-8")
-    blocks = text.split("\n\n")[:40]
-    path = tmp_path / "small.conllu"
-    path.write_text("\n\n".join(blocks) + "\n\n", encoding="utf-8")
-    return path
-
 
 def tiny_parser(encoder_dir: Path, *terms: Term, heads: Heads = Heads(arc_size=32, label_size=16), **kwargs) -> Parser:
     """A parser on the tiny BERT with small heads, trained with ``terms``."""

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from lightning.pytorch import Trainer, seed_everything
+from lightning.pytorch import Callback, Trainer, seed_everything
 from lightning.pytorch.callbacks import ModelCheckpoint
 
 from objectives.entropy_regularizer import EntropyRegularizer
@@ -17,7 +17,7 @@ from objectives.ge import GeneralizedExpectation
 from objectives.kl import Distillation
 from objectives.likelihood import Likelihood
 from objectives.schedule import Schedule
-from parser.training.callbacks import ResumeRandomState
+from parser.training.callbacks import MovingAverage, ResumeRandomState
 from parser.training.teacher import Teacher, TeacherOptions
 from parser.data.datamodule import DependencyDataModule
 from parser.data.sentences import read_conllu
@@ -63,11 +63,11 @@ def _teacher(tiny_bert_dir, treebank, root: Path) -> str:
 
 
 def _fit(tiny_bert_dir, treebank, root: Path, objective: str, ckpt_path: Path | None = None,
-         teacher_cache_mib: float = 64, steps: int = STEPS) -> Trainer:
+         teacher_cache_mib: float = 64, steps: int = STEPS, *extra: Callback) -> Trainer:
     """Likelihood (with ``objective`` on the rest of the file as unlabeled text) for ``steps``
     steps, validating every EVERY; checkpoints every EVERY steps (before validation), at
     each validation's end and at each epoch's end, all kept. ``distill``: the teacher keeps
-    its scores of each sentence (a resumed run's cache starts empty)."""
+    its scores of each sentence (a resumed run's cache starts empty). ``extra``: more callbacks."""
     teacher = TeacherOptions(_teacher(tiny_bert_dir, treebank, root), cache_mib=teacher_cache_mib) if objective == "distill" else None
     seed_everything(0)
     labeled_only = objective == "likelihood"
@@ -84,7 +84,7 @@ def _fit(tiny_bert_dir, treebank, root: Path, objective: str, ckpt_path: Path | 
     ]
     trainer = Trainer(max_steps=steps, max_epochs=-1, logger=False, enable_progress_bar=False,
                       enable_model_summary=False, val_check_interval=EVERY, check_val_every_n_epoch=None,
-                      limit_val_batches=2, num_sanity_val_steps=0, callbacks=[*checkpoints, ResumeRandomState()])
+                      limit_val_batches=2, num_sanity_val_steps=0, callbacks=[*checkpoints, ResumeRandomState(), *extra])
     trainer.fit(model, data, ckpt_path=ckpt_path)
     assert trainer.global_step == steps
     return trainer
@@ -107,6 +107,24 @@ def test_resume_from_every_kind_of_checkpoint_is_exact(tiny_bert_dir, treebank, 
         checkpoint = tmp_path / "straight" / name
         resumed = _fit(tiny_bert_dir, treebank, tmp_path / f"from-{name}", "likelihood", ckpt_path=checkpoint)
         _assert_same_parameters(straight.lightning_module, resumed.lightning_module, checkpoint)
+
+
+def test_resume_with_a_moving_average_is_exact(tiny_bert_dir, treebank, tmp_path):
+    """From before the validation at step 3 (the network holds the weights, the callback
+    the average) and from after it (the other way round): the same weights and the same
+    average at the end (the run ends on a validation: the network holds the average)."""
+    straight = _fit(tiny_bert_dir, treebank, tmp_path / "straight", "likelihood", None, 64, STEPS, MovingAverage(0.5, 1))
+    for name in ("step=3.ckpt", "validated-step=3.ckpt"):
+        checkpoint = tmp_path / "straight" / name
+        callback = MovingAverage(0.5, 1)
+        resumed = _fit(tiny_bert_dir, treebank, tmp_path / f"from-{name}", "likelihood", checkpoint, 64, STEPS, callback)
+        _assert_same_parameters(straight.lightning_module, resumed.lightning_module, checkpoint)
+        assert callback._swapped
+        _assert_same_parameters(_callback(straight, MovingAverage)._average, callback._average, checkpoint)
+
+
+def _callback(trainer: Trainer, kind: type[Callback]) -> Callback:
+    return next(c for c in trainer.callbacks if isinstance(c, kind))
 
 
 @pytest.mark.parametrize("objective", ["entropy", "ge", "distill"])
