@@ -17,7 +17,7 @@ over seeds of each stage; ``protocols`` the recipe (to the better of its two stu
 one student in rows recorded before the second round) chosen on every dev tree beside the same
 chosen on as many dev trees as labeled ones; ``recipes`` one line per target and recipe (a results file:
 ``transfer_relatives.jsonl`` holds the recipe since its fine-tuning reads the 3 nearest treebanks beside the
-target's, issue #56); ``summary`` one line per target beside
+target's, issue #56); ``stages`` one line per target and stage of two recipes, dev and test; ``summary`` one line per target beside
 what the target's own trees give (the low-resource grid's rows, else ``new_language.yaml``'s), the
 whole training file and UDPipe 2:
 
@@ -220,6 +220,29 @@ def recipes(files: list[Path], trees: int = 100) -> str:
     return markdown_table([*header, "difference"], table, "lr" + "r" * (len(header) - 1))
 
 
+def stages(files: list[Path], trees: int = 100) -> str:
+    """Markdown, a line per target and stage of the recipe (:data:`TRAININGS` and its final choice,
+    :func:`with_choices`) that two recipes (results files) both ran, chosen on the first ``trees``
+    dev trees: dev and test LAS of each (mean over the seeds both have) and the second's minus the first's."""
+    first, second = ([r for r in with_choices(read_rows(path)) if r.get("dev_trees") == trees] for path in files)
+    table = []
+    for treebank in TARGETS:
+        for stage in (*TRAININGS, FINAL):
+            runs = [{run_seed(r): r for r in rows if r["treebank"] == treebank and r["stage"] == stage}
+                    for rows in (first, second)]
+            seeds = sorted(runs[0].keys() & runs[1].keys())
+            if not seeds:
+                continue
+            cells = []
+            for score in ("dev_las", "test_las"):
+                means = [statistics.mean(mine[seed][score] for seed in seeds) for mine in runs]
+                cells += [f"{means[0]:.2f}", f"{means[1]:.2f}", f"{means[1] - means[0]:+.2f}"]
+            table.append([treebank.removeprefix("UD_"), stage, len(seeds), *cells])
+    a, b = (path.stem for path in files)
+    return markdown_table(["target", "stage", "seeds", f"{a}: dev", f"{b}: dev", "dev difference", f"{a}: test",
+                           f"{b}: test", "test difference"], table, "llrrrrrrr")
+
+
 def summary(found: list[Target]) -> str:
     """Markdown, a line per target: test LAS (mean ± sd over seeds) of the base as it is, the
     target's own 100 trees (supervised, best recipe), the base fine-tuned on them, its noisy
@@ -254,13 +277,14 @@ def figure(found: list[Target], output: Path) -> Path:
 
 def main(argv: list[str] | None = None) -> None:
     cli = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    cli.add_argument("action", choices=["record", "report", "summary", "protocols", "recipes"])
+    cli.add_argument("action", choices=["record", "report", "summary", "protocols", "recipes", "stages"])
     cli.add_argument("--treebank")
     cli.add_argument("--output", type=Path, help="the transfer pipeline's --output folder")
     cli.add_argument("--results", type=Path, nargs="+", default=[RESULTS],
                      help="the results file (protocols: the results files, their rows read as one)")
     cli.add_argument("--recipes", type=Path, nargs="+", default=[RESULTS, RELATIVES],
-                     help="recipes: the recipes' results files, the first the one the others are compared with")
+                     help="recipes: the recipes' results files, the first the one the others are compared with "
+                          "(stages: two of them)")
     cli.add_argument("--figure", type=Path, default=FIGURE, help="summary: where to draw its figure")
     args = cli.parse_args(argv)
     if len(args.results) > 1 and args.action != "protocols":
@@ -273,6 +297,11 @@ def main(argv: list[str] | None = None) -> None:
         return
     if args.action == "recipes":
         print(recipes(args.recipes))
+        return
+    if args.action == "stages":
+        if len(args.recipes) != 2:
+            cli.error("stages compares two --recipes files")
+        print(stages(args.recipes))
         return
     if args.action == "summary":
         found = targets(args.results[0])

@@ -176,3 +176,21 @@ def test_recipes_compare_each_recipes_runs_at_the_seeds_every_file_has(tmp_path)
                                      ("better_student", 1, 56.5, None)])
     lines = transfer.recipes([old, tmp_path / "round2.jsonl"]).splitlines()  # its final: the better of two students
     assert "round2: better_student" in lines[0] and lines[2].split("|")[-4:-1] == [" 56.50 ", " 30.0 ", " +3.50 "]
+
+
+def test_stages_compare_two_recipes_stage_by_stage_on_dev_and_test_at_their_common_seeds(tmp_path):
+    """A stage's dev and test LAS of each recipe, the second's minus the first's, over the seeds
+    both ran (a stage one recipe did not run, or another number of dev trees, has no line)."""
+    def rows(path, runs):
+        path.write_text("".join(json.dumps({"treebank": "UD_Wolof-WTB", "stage": stage, "seed": seed, "dev_las": dev,
+                                            "test_las": test, "dev_trees": trees}) + "\n"
+                                for stage, seed, dev, test, trees in runs))
+        return path
+
+    shipped = rows(tmp_path / "shipped.jsonl", [("finetuned", 1, 50.0, 48.0, 100), ("finetuned", 2, 52.0, 49.0, 100),
+                                                ("student", 1, 55.0, 53.0, 100), ("finetuned", 3, 60.0, 60.0, None)])
+    averaged = rows(tmp_path / "averaged.jsonl", [("finetuned", 1, 51.0, 47.5, 100), ("finetuned", 3, 70.0, 70.0, 100)])
+    lines = transfer.stages([shipped, averaged]).splitlines()
+    assert "shipped: dev" in lines[0] and "averaged: test" in lines[0] and len(lines) == 3
+    assert [cell.strip() for cell in lines[2].split("|")[1:-1]] == ["Wolof-WTB", "finetuned", "1", "50.00", "51.00",
+                                                                    "+1.00", "48.00", "47.50", "-0.50"]
