@@ -17,6 +17,7 @@ from parser.evaluate import evaluate
 from parser.model import Parser
 from parser.predict import predict
 from parser.data.sentences import ConlluError, read_conllu
+from parser.training.callbacks import MovingAverage
 from parser.training.teacher import TeacherOptions
 from parser.runs import CONFIGS
 
@@ -490,6 +491,14 @@ def test_a_users_progress_bar_takes_the_place_of_the_default(tiny_bert_dir):
     assert type(cli.trainer.progress_bar_callback).__name__ == "TQDMProgressBar"
     assert type(train.main(["--model.encoder", str(tiny_bert_dir)], run=False).trainer.progress_bar_callback).__name__ \
         == "StepProgressBar"
+
+
+def test_the_moving_average_config_adds_its_callback_beside_the_defaults(tiny_bert_dir):
+    cli = train.main(["--config", str(CONFIGS / "transfer.yaml"), "--config", str(CONFIGS / "moving_average.yaml"),
+                      "--model.encoder", str(tiny_bert_dir)], run=False)
+    averages = [c for c in cli.trainer.callbacks if isinstance(c, MovingAverage)]
+    assert [(c.decay, c.start) for c in averages] == [(0.99, 50)]
+    assert any(type(c).__name__ == "LastCheckpoint" for c in cli.trainer.callbacks)
 
 
 def test_partially_annotated_training_file_trains_with_data_partial(tiny_bert_dir, ud_dir, tmp_path):
