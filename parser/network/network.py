@@ -137,16 +137,25 @@ class Network(nn.Module):
         """Every parameter and floating-point buffer, in a fixed order (a moving average's)."""
         return [*self.parameters(), *(b for b in self.buffers() if b.is_floating_point())]
 
+    def changing_parts(self, other: Network) -> list[tuple[Tensor, Tensor]]:
+        """This network's and ``other``'s parts (one a copy of the other) that training can change,
+        pair by pair: ``other``'s trainable parameters and floating-point buffers (a frozen
+        weight, the subword embeddings of ``freeze: embeddings``, is the same in both)."""
+        trainable = {id(p) for p in other.parameters() if p.requires_grad}
+        return [(own, theirs) for own, theirs in zip(self.parts(), other.parts(), strict=True)
+                if id(theirs) in trainable or not isinstance(theirs, nn.Parameter)]
+
     @torch.no_grad()
     def follow(self, other: Network, decay: float) -> None:
         """One step of a moving average of ``other``'s weights (this network, a copy of it):
         every part becomes ``decay * own + (1 - decay) * other's``."""
-        torch._foreach_lerp_(self.parts(), [p.detach() for p in other.parts()], 1 - decay)
+        pairs = self.changing_parts(other)
+        torch._foreach_lerp_([own for own, _ in pairs], [theirs.detach() for _, theirs in pairs], 1 - decay)
 
     @torch.no_grad()
     def swap(self, other: Network) -> None:
-        """Exchange every part's values with ``other``'s (a copy of this network)."""
-        for own, theirs in zip(self.parts(), other.parts(), strict=True):
+        """Exchange every changing part's values with ``other``'s (a copy of this network)."""
+        for own, theirs in self.changing_parts(other):
             kept = own.clone()
             own.copy_(theirs)
             theirs.copy_(kept)

@@ -213,7 +213,7 @@ class MovingAverage(Callback):
         self.decay, self.start = decay, start
         self._average = None  # a copy of the network, made at the first update
         self._swapped = False  # the network holds the average, the copy the weights
-        self._restored: dict | None = None  # a checkpoint's state, until the network exists
+        self._restored: dict | None = None  # a checkpoint's state, applied when fit starts (it needs the module)
 
     def on_train_batch_start(self, trainer: Trainer, pl_module: LightningModule, batch, batch_idx: int) -> None:
         if self._swapped:
