@@ -12,7 +12,7 @@ from objectives.conventions import ConfigurationError
 from objectives.likelihood import Likelihood
 from parser.data.datamodule import DependencyDataModule
 from parser.model import Parser
-from parser.network import Heads
+from parser.network import EncoderOptions, Heads
 from parser.training.callbacks import MovingAverage
 from parser.training.terms import Term
 
@@ -35,13 +35,16 @@ class Record(Callback):
         self.end[trainer.global_step] = _weights(pl_module)
 
 
-def test_validation_and_checkpoints_see_the_average_training_the_weights(tiny_bert_dir, small_treebank, tmp_path):
+@pytest.mark.parametrize("freeze", [False, "embeddings"])
+def test_validation_and_checkpoints_see_the_average_training_the_weights(tiny_bert_dir, small_treebank, tmp_path, freeze):
     """decay 0.75 from step 1 on, validation every 2 steps: the checkpoint after each
     validation holds the average of the steps so far, and step 3 starts from step 2's
-    weights, not from the average validated between them."""
+    weights, not from the average validated between them; with frozen subword embeddings
+    (which the average skips) too."""
     seed_everything(0)
     data = DependencyDataModule(treebank=None, train=str(small_treebank), dev=str(small_treebank), batch_tokens=300)
-    model = Parser(encoder=str(tiny_bert_dir), heads=Heads(32, 16), terms=[Term(Likelihood())], warmup_steps=1, lr=1e-2)
+    model = Parser(encoder=str(tiny_bert_dir), encoder_options=EncoderOptions(freeze=freeze), heads=Heads(32, 16),
+                   terms=[Term(Likelihood())], warmup_steps=1, lr=1e-2)
     record = Record()
     validated = ModelCheckpoint(dirpath=tmp_path, filename="{step}", monitor="val/las", mode="max", save_top_k=-1,
                                 save_weights_only=True, save_on_train_epoch_end=False)
