@@ -17,7 +17,6 @@ import datetime
 import hashlib
 import json
 import os
-import platform
 import resource
 import shlex
 import statistics
@@ -32,7 +31,8 @@ import torch
 from parser.data.sentences import read_conllu
 from parser.drawing import new_figure, save
 from parser.fetch import default_root
-from parser.runs import RECIPES, REPOSITORY, commit, shell_line
+from parser.runs import RECIPES, REPOSITORY, provenance_of, shell_line
+from parser.training.precision import processor
 
 ROOT = REPOSITORY
 ROWS = ROOT / "docs" / "results"  # the recorded rows: a JSON-lines file per benchmark
@@ -54,11 +54,9 @@ MAX_VARIANT_CHARS = 120  # a run folder's name keeps this much of its overrides,
 
 
 def provenance(arguments: Sequence[str]) -> dict:
-    """What a result row records of the command ``python ARGUMENTS`` (``-m benchmarks.x ...``),
-    taken before it runs so that the tree cannot change first: the commit, the command as a
-    shell line, and the date (which tells the machine whose minutes the row reports)."""
-    return {"commit": commit(), "command": shell_line(["python", *arguments]),
-            "date": datetime.date.today().isoformat()}
+    """What a result row records of the command ``python ARGUMENTS`` (``-m benchmarks.x ...``):
+    :func:`parser.runs.provenance_of` its shell line (commit, command, date, machine)."""
+    return provenance_of(shell_line(["python", *arguments]))
 
 
 def append_row(results: Path, row: dict) -> None:
@@ -196,18 +194,10 @@ def setup(threads: int = 1, seed: int = 0) -> None:
 
 
 def machine() -> str:
-    """One line: CPU, cores, the GPU if any, torch version, threads, date."""
-    cpu = platform.processor() or "cpu"
-    try:
-        with open("/proc/cpuinfo") as info:
-            cpu = next(line.split(":", 1)[1].strip() for line in info if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
+    """One line: the processor (:func:`parser.training.precision.processor`), the GPU if any,
+    torch version, threads, date."""
     gpu = f", {torch.cuda.get_device_name()}" if torch.cuda.is_available() else ""
-    return (
-        f"{cpu}, {os.cpu_count()} cores (shared){gpu}, torch {torch.__version__}, "
-        f"{torch.get_num_threads()} thread(s), {datetime.date.today().isoformat()}"
-    )
+    return f"{processor()}{gpu}, torch {torch.__version__}, {torch.get_num_threads()} thread(s), {datetime.date.today().isoformat()}"
 
 
 def wait_for_device() -> None:

@@ -50,10 +50,10 @@ from pathlib import Path
 
 import yaml
 
-from benchmarks.common import (LOW_RESOURCE, NEW_LANGUAGE, ROOT, SMALL_TREEBANKS, TRANSFER, append_row, commit, machine,
+from benchmarks.common import (LOW_RESOURCE, NEW_LANGUAGE, ROOT, SMALL_TREEBANKS, TRANSFER, append_row, machine,
                                markdown_table, mean_sd, portable, provenance, read_rows, whole_file_run)
 from parser.cli import run_reporting_errors
-from parser.runs import Run, finished, fit_command, launch, stopped
+from parser.runs import Run, commit, finished, fit_command, launch, stopped
 
 RUNS = Path(os.environ.get("PEERS_RUNS", ROOT / "runs" / "peers"))  # where --runs names no other
 RESULTS = ROOT / "docs" / "results" / "peers.jsonl"
@@ -600,8 +600,8 @@ def run(options: Options) -> list[dict]:
     run_id = new_run_folder(RUNS / "out")
     shared = {"run": run_id, "treebank": treebank, "training": size_name(options.sentences), "sentences": len(sentences),
               "words": word_count(sentences), "dev_sentences": size_name(options.dev_sentences), "epochs": options.epochs,
-              "batch_tokens": options.batch_tokens, "threads": 1, "machine": machine(),
-              **provenance(["-m", "benchmarks.peers", *options.argv])}
+              "batch_tokens": options.batch_tokens, "threads": 1,
+              **provenance(["-m", "benchmarks.peers", *options.argv]), "machine": machine()}
     if options.parse:  # a parser of this project trained elsewhere: parsing only
         system = chosen_systems(options)["treeexp"]
         row = {"system": PARSE_ONLY, "version": f"treeexp {options.parse}",

@@ -77,7 +77,8 @@ def record(treebank: str, output: Path, results: Path) -> list[dict]:
         key = run["checkpoint"] if run["seed"] is None else str(run_folder(output, run["stage"], run["seed"]))
         if (treebank, key) in known:
             continue
-        trained = {"commit": run["commit"], "command": run["command"], "date": run.get("date") or recording["date"]}
+        trained = {"commit": run["commit"], "command": run["command"], "date": run.get("date") or recording["date"],
+                   **({"machine": run["machine"]} if run.get("machine") else {})}
         # a choice's dev LAS is the run's it took, where that run was trained here (a base's own dev is no target's)
         scored = next((r for r in ran if r["stage"] == run["chosen"] and r["seed"] in (run["seed"], None)), run) \
             if "chosen" in run else run

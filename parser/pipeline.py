@@ -68,7 +68,6 @@ import shlex
 import shutil
 import sys
 import time
-from datetime import date
 from itertools import islice
 from statistics import fmean
 from collections.abc import Callable, Iterator, Sequence
@@ -85,7 +84,7 @@ from parser.data.datamodule import treebank_file
 from parser.data.sentences import ConlluError
 from parser.fetch import default_root
 from parser.data.tokenizer import TOKENIZER_FILE
-from parser.runs import (CONFIGS, FINISHED, Run, commit, config_path, finished, fit, fit_command, mean_dev_las,
+from parser.runs import (CONFIGS, FINISHED, Run, config_path, finished, fit, fit_command, mean_dev_las, provenance_of,
                          shell_line, write_whole)
 from parser.training.checkpoint import CONFIG, check_checkpoint_path
 from parser.training.callbacks import MONITOR
@@ -594,8 +593,7 @@ def averaged(stage: Stage, seed: int, output: Path, checkpoints: Callable[[str, 
         folder.parent.mkdir(parents=True, exist_ok=True)
         save_average(parsers, weights, folder)
         write_whole(folder.parent / AVERAGE, json.dumps({
-            "commit": commit(), "command": command, "date": date.today().isoformat(),
-            "cpu_minutes": round((time.process_time() - started) / 60, 1)}) + "\n")
+            **provenance_of(command), "cpu_minutes": round((time.process_time() - started) / 60, 1)}) + "\n")
         say(f"{step} {stage.name}, seed {seed}: {' + '.join(f'{w:g} x {name}' for name, w in stage.average)} -> {folder}")
     return Run.of_checkpoint(folder)
 
@@ -614,7 +612,7 @@ def result_row(stage: str, seed: int | None, run_: Run) -> dict:
     return {"stage": stage, "seed": seed, "checkpoint": str(run_.best), "dev": run_.dev(),
             "cpu_minutes": round(usage["cpu_seconds"] / 60, 1) if usage else None,
             "peak_rss_mib": round(usage["peak_rss_bytes"] / 2**20) if usage else None,
-            "commit": provenance.get("commit"), "command": provenance.get("command"), "date": provenance.get("date")}
+            **{key: provenance.get(key) for key in ("commit", "command", "date", "machine")}}
 
 
 def choice_row(stage: str, chosen: str, seed: int, run_: Run, trees: int | None) -> dict:
@@ -623,7 +621,7 @@ def choice_row(stage: str, chosen: str, seed: int, run_: Run, trees: int | None)
     every one) and no cost of its own (the parsers it compared were trained before)."""
     return {"stage": stage, "seed": seed, "chosen": chosen, "checkpoint": str(run_.best), "dev": run_.dev(),
             "dev_trees": trees, "cpu_minutes": None, "peak_rss_mib": None, "commit": None, "command": None,
-            "date": None}
+            "date": None, "machine": None}
 
 
 def read_rows(output: Path) -> list[dict]:

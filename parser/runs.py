@@ -28,6 +28,7 @@ from objectives.conventions import ConfigurationError
 
 from parser.cli import Failure
 from parser.training.callbacks import MONITOR
+from parser.training.precision import processor
 
 TRAIN = Path(__file__).resolve().parents[1] / "train.py"
 REPOSITORY = TRAIN.parent
@@ -122,8 +123,9 @@ class Run:
             return max((int(row["step"]) for row in csv.DictReader(lines) if row.get("step")), default=-1) + 1
 
     def provenance(self) -> dict:
-        """What trained it, as :func:`fit` recorded it: ``commit``, ``command`` (the shell line,
-        from the repository) and ``date``; {} for a run :func:`fit` did not train."""
+        """What trained it, as :func:`fit` recorded it (:func:`provenance_of`: ``commit``,
+        ``command``, the shell line from the repository, ``date``, ``machine``); {} for a run
+        :func:`fit` did not train."""
         return _marker(self).get("provenance", {})
 
     def usage(self) -> dict:
@@ -179,6 +181,13 @@ def shell_line(command: Sequence[str], environment: dict[str, str] | None = None
     if arguments and arguments[0] == str(TRAIN):
         arguments[0] = "train.py"
     return (f"OMP_NUM_THREADS={threads} " if threads else "") + shlex.join(["python", *arguments])
+
+
+def provenance_of(command: str) -> dict:
+    """What a result records of the ``command`` (a shell line) that made it, taken before it runs so
+    that the tree cannot change first: ``commit``, ``command``, ``date`` and ``machine``, the
+    processor whose CPU minutes the result reports (:func:`~parser.training.precision.processor`)."""
+    return {"commit": commit(), "command": command, "date": date.today().isoformat(), "machine": processor()}
 
 
 def fit_command(config: str | Path, overrides: Sequence[str], folder: Path, resume: Path | None = None) -> list[str]:
@@ -284,8 +293,7 @@ def fit(config: str | Path, overrides: Sequence[str], folder: str | Path, log: P
     previous = stopped(folder)
     log = log or folder / "train.log"
     environment = {**os.environ, **({"OMP_NUM_THREADS": str(threads)} if threads else {})}
-    provenance = {"commit": commit(), "command": shell_line(fit_command(config, overrides, folder), environment),
-                  "date": date.today().isoformat()}
+    provenance = provenance_of(shell_line(fit_command(config, overrides, folder), environment))
     code, usage = launch(fit_command(config, overrides, folder, previous.last if previous else None), log, environment)
     usage = {**usage, "seconds": round(usage["seconds"], 1), "cpu_seconds": round(usage["cpu_seconds"], 1)}
     if code != 0:

@@ -21,6 +21,7 @@ from parser import pipeline, runs
 from parser.data import tokenizer
 from parser.data.datamodule import DependencyDataModule
 from parser.data.sentences import read_conllu, write_conllu
+from parser.training.precision import processor
 from tests.conftest import fake_runs, whole_checkpoint
 
 REPO = Path(__file__).resolve().parents[1]
@@ -586,6 +587,7 @@ def test_a_stopped_stage_resumes_from_its_last_checkpoint(tmp_path, monkeypatch)
     assert run.provenance()["command"].endswith(f"python train.py fit --config {REPO}/configs/likelihood.yaml "
                                                 f"--seed_everything 1 --trainer.default_root_dir {folder}")
     assert run.provenance()["commit"] and run.usage()["seconds"] == 1.0
+    assert run.provenance()["machine"] == processor()  # whose CPU minutes these are
 
 
 def test_a_pipeline_writes_a_row_per_stage_and_seed_that_its_report_reads(tmp_path, monkeypatch, capsys):
@@ -598,6 +600,7 @@ def test_a_pipeline_writes_a_row_per_stage_and_seed_that_its_report_reads(tmp_pa
     assert [(row["stage"], row["seed"]) for row in rows] == [("a", 1), ("a", 2)]
     assert rows[0]["dev"] == {"step": 6, "val/las": 40.0, "val/uas": 50.0}
     assert (rows[0]["cpu_minutes"], rows[0]["peak_rss_mib"]) == (1.0, 300) and rows[0]["commit"]
+    assert rows[0]["machine"] == processor()
     assert "python train.py fit --config" in rows[0]["command"] and rows[0]["checkpoint"].endswith("best.ckpt")
     fake_runs(monkeypatch, 45.0)  # seed 2 again, as --seed 2 would: its row replaced, the other kept
     (output / "a" / "seed2" / runs.FINISHED).unlink()

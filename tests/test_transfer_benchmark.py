@@ -17,7 +17,8 @@ def pipeline_row(stage: str, seed: int | None, las: float, command: str | None =
     return {"stage": stage, "seed": seed, "checkpoint": f"{folder}/checkpoints/best.ckpt",
             "dev": {} if seed is None else {"step": 99, "val/las": las}, "cpu_minutes": 10.0 if command else None,
             "peak_rss_mib": 1024 if command else None, "commit": "abc" if command else None, "command": command,
-            "date": "d" if command else None, "test": {"uas": 70.0, "las": las + 1}}
+            "date": "d" if command else None, "machine": "AMD EPYC, 2 cores, avx512_bf16" if command else None,
+            "test": {"uas": 70.0, "las": las + 1}}
 
 
 def test_rows_of_every_run_of_a_pipelines_own_rows_once_and_their_table(tmp_path):
@@ -36,6 +37,7 @@ def test_rows_of_every_run_of_a_pipelines_own_rows_once_and_their_table(tmp_path
     assert "dev_las" not in rows[0]  # the base's own dev is no target's
     assert rows[1]["dev_las"] == 60.0 and rows[1]["command"] == "python train.py fit" and rows[1]["commit"] == "abc"
     assert rows[1]["cpu_minutes"] == 10.0 and rows[1]["peak_rss_mib"] == 1024 and rows[1]["test_las"] == 61.0
+    assert rows[1]["machine"] == "AMD EPYC, 2 cores, avx512_bf16"  # whose CPU minutes these are
     assert rows[1]["run"] == str(output / "finetuned" / "seed1") and "dev_trees" not in rows[1]
     assert "benchmarks.transfer record" in rows[0]["command"] and rows[0]["run"] == "runs/base/checkpoints/best.ckpt"
     assert rows[4]["dev_trees"] == 100  # chosen on the first 100 dev trees: a table of its own

@@ -5,6 +5,8 @@ emulates it, and on a CPU without those instructions it measured 5.5x slower tha
 
 from __future__ import annotations
 
+import os
+import platform
 from pathlib import Path
 
 import torch
@@ -12,13 +14,26 @@ import torch
 BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")  # /proc/cpuinfo flags of native bf16 arithmetic
 
 
-def cpu_flags(cpuinfo: str | Path = "/proc/cpuinfo") -> set[str]:
-    """The processor's feature flags (Linux); empty where they cannot be read."""
+def cpu_field(name: str, cpuinfo: str | Path = "/proc/cpuinfo") -> str | None:
+    """The value of the processor's first ``name`` line in ``cpuinfo`` (Linux); None where there is none."""
     try:
         with open(cpuinfo) as lines:
-            return next((set(line.split(":", 1)[1].split()) for line in lines if line.startswith("flags")), set())
+            return next((line.split(":", 1)[1].strip() for line in lines if line.split(":", 1)[0].strip() == name), None)
     except OSError:
-        return set()
+        return None
+
+
+def cpu_flags(cpuinfo: str | Path = "/proc/cpuinfo") -> set[str]:
+    """The processor's feature flags (Linux); empty where they cannot be read."""
+    return set((cpu_field("flags", cpuinfo) or "").split())
+
+
+def processor(cpuinfo: str | Path = "/proc/cpuinfo") -> str:
+    """This machine's processor in one line, what a run's CPU minutes depend on: its model, its
+    cores and its bf16 arithmetic (``AMD EPYC, 2 cores, avx512_bf16``)."""
+    native = sorted(set(BF16_CPU_FLAGS) & cpu_flags(cpuinfo))
+    return (f"{cpu_field('model name', cpuinfo) or platform.processor() or 'cpu'}, {os.cpu_count()} cores, "
+            f"{' '.join(native) or 'no bf16 arithmetic'}")
 
 
 def bf16_pays(device: str = "cpu", cpuinfo: str | Path = "/proc/cpuinfo") -> tuple[bool, str]:
