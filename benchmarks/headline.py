@@ -11,7 +11,8 @@ Where each number comes from (nothing is typed in here):
 - language alone, supervised and recipe: the target's own 100 trees, the supervised parser and
   ``configs/pipelines/new_language.yaml``'s second round (the low-resource grid's rows, else
   ``docs/results/new_language.jsonl``);
-- transfer recipe: the final parser of ``transfer.yaml`` as it ships (the better of its two rounds
+- transfer recipe: the final parser of ``transfer.yaml`` as it shipped before its encoder learning
+  rate of 1e-4 (the better of its two rounds
   of self-training, chosen on 100 dev trees: :func:`benchmarks.transfer.shipped` of
   ``docs/results/transfer_student200.jsonl`` and ``transfer_round2.jsonl``), every seed;
 - whole training file: the base fine-tuned on it (``configs/pipelines/transfer_full.yaml``);
