@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 from pathlib import Path
 
 import pytest
@@ -25,6 +26,18 @@ def environment(venv: Path | None = None, **extra: str) -> dict[str, str]:
     if venv is not None:
         env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env['PATH']}"
     return {**env, "PIP_DISABLE_PIP_VERSION_CHECK": "1", "OMP_NUM_THREADS": "1", **extra}
+
+
+def new_environment(venv: Path) -> str:
+    """A fresh virtual environment (no pip of its own: ensurepip takes longer than the rest of the
+    setup) that imports what this interpreter imports, torch and the rest, but not the checkout:
+    ``--system-site-packages`` alone would not, where this interpreter is itself a virtual
+    environment. Its python."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    site_packages = Path(sysconfig.get_path("purelib", vars={"base": str(venv), "platbase": str(venv)}))
+    inherited = [p for p in sys.path if p and Path(p).is_dir() and not Path(p).resolve().is_relative_to(REPO)]
+    (site_packages / "inherited.pth").write_text("\n".join(inherited) + "\n", encoding="utf-8")
+    return str(venv / "bin" / "python")
 
 
 def build_wheel(tmp_path: Path) -> Path:
@@ -50,15 +63,12 @@ def test_every_package_of_the_sources_is_in_the_wheel():
 
 @pytest.mark.slow
 def test_the_installed_wheel_trains_runs_a_pipeline_and_parses_from_any_folder(ud_dir, tmp_path):
-    """``pip install`` of the wheel into a fresh environment (torch and the rest from the
-    system's), then from an empty folder: ``treeexp train --objective ge`` for 2 steps, the
+    """``pip install`` of the wheel into a fresh environment (torch and the rest from this
+    interpreter's), then from an empty folder: ``treeexp train --objective ge`` for 2 steps, the
     shipped pipeline by name, ``treeexp parse`` with the checkpoint, and the parser from Python
     (the wheel's modules, not the checkout's)."""
     venv = tmp_path / "venv"
-    # no pip of its own (ensurepip takes longer than the rest of the setup): the system's pip, run by
-    # the environment's python, installs into the environment
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)], check=True)
-    python = str(venv / "bin" / "python")
+    python = new_environment(venv)  # this interpreter's pip, run by the environment's python, installs into it
     subprocess.run([python, "-m", "pip", "install", "--no-deps", "--ignore-installed", "-q", str(build_wheel(tmp_path))],
                    check=True, env=environment())
     data = _slice(ud_dir, tmp_path, 24)

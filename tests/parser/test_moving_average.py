@@ -18,7 +18,8 @@ from parser.training.terms import Term
 
 
 def _weights(parser: Parser) -> dict[str, torch.Tensor]:
-    return {name: p.detach().clone() for name, p in parser.network.named_parameters()}
+    """A copy on the CPU, where the network ends a fit on any device (Lightning's teardown)."""
+    return {name: p.detach().to("cpu", copy=True) for name, p in parser.network.named_parameters()}
 
 
 class Record(Callback):
@@ -58,12 +59,12 @@ def test_validation_and_checkpoints_see_the_average_training_the_weights(tiny_be
     for step in (2, 3, 4):
         average[step] = {name: 0.75 * average[step - 1][name] + 0.25 * end[step][name] for name in end[step]}
     for step in (2, 4):
-        saved = torch.load(tmp_path / f"step={step}.ckpt", weights_only=True)["state_dict"]
+        saved = torch.load(tmp_path / f"step={step}.ckpt", weights_only=True, map_location="cpu")["state_dict"]
         for name, value in average[step].items():
             torch.testing.assert_close(saved[f"network.{name}"], value, msg=f"{name} at step {step}")
     for name in end[2]:
         assert torch.equal(record.start[3][name], end[2][name]), f"step 3 starts from the average in {name}"
-        torch.testing.assert_close(model.network.state_dict()[name], average[4][name])  # the run ends with the average
+        torch.testing.assert_close(model.network.state_dict()[name].cpu(), average[4][name])  # the run ends with the average
     assert any(not torch.allclose(average[2][name], end[2][name]) for name in end[2]), "the average is the weights"
 
 
