@@ -35,7 +35,8 @@ def new_environment(venv: Path) -> str:
     environment. Its python."""
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     site_packages = Path(sysconfig.get_path("purelib", vars={"base": str(venv), "platbase": str(venv)}))
-    inherited = [p for p in sys.path if p and Path(p).is_dir() and not Path(p).resolve().is_relative_to(REPO)]
+    checkout = {REPO, REPO / "tests"}  # its import roots; a virtual environment inside it (.venv) is inherited
+    inherited = [p for p in sys.path if p and Path(p).is_dir() and Path(p).resolve() not in checkout]
     (site_packages / "inherited.pth").write_text("\n".join(inherited) + "\n", encoding="utf-8")
     return str(venv / "bin" / "python")
 
