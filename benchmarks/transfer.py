@@ -172,7 +172,7 @@ def protocols(results: list[Path]) -> str:
     protocol), and the CPU minutes of the recipe's trainings per seed (:func:`recipe_runs`)."""
     files = [with_choices(read_rows(path)) for path in results]
     table = []
-    for treebank in TARGETS:
+    for treebank in targets_of(*files):
         for chosen_on in sorted({r.get("dev_trees") or 0 for rows in files for r in rows if r["treebank"] == treebank}):
             final, kept = recipe_runs(files, treebank, chosen_on)
             las = {stage: [r["test_las"] for r in kept if r["stage"] == stage] for stage in ("finetuned", "student", FINAL)}
@@ -185,6 +185,13 @@ def protocols(results: list[Path]) -> str:
                           f"{sum(minutes) / seeds:.1f}" if minutes else "-"])
     return markdown_table(["target", "dev trees", "fine-tuned base", "+ self-training", "better of two rounds", "seeds",
                            "CPU min (trainings)"], table, "llrrrrr")
+
+
+def targets_of(*files: list[dict]) -> list[str]:
+    """The treebanks of ``files``' rows: those of ``TARGETS`` first, in its order, then any other
+    (a target beyond the six, confirming a recipe) by name."""
+    found = {r["treebank"] for rows in files for r in rows}
+    return [t for t in TARGETS if t in found] + sorted(found - set(TARGETS))
 
 
 def run_seed(row: dict) -> int | None:
@@ -200,7 +207,7 @@ def recipes(files: list[Path], trees: int = 100) -> str:
     found = {path: [r for r in with_choices(read_rows(path)) if r.get("dev_trees") == trees] for path in files}
     finals = {path: final_stage(rows) for path, rows in found.items()}
     table = []
-    for treebank in TARGETS:
+    for treebank in targets_of(*found.values()):
         mine = {path: [r for r in rows if r["treebank"] == treebank] for path, rows in found.items()}
         seeds = set.intersection(*({run_seed(r) for r in rows if r["stage"] == finals[path]}
                                    for path, rows in mine.items()))
@@ -227,7 +234,7 @@ def stages(files: list[Path], trees: int = 100) -> str:
     dev trees: dev and test LAS of each (mean over the seeds both have) and the second's minus the first's."""
     first, second = ([r for r in with_choices(read_rows(path)) if r.get("dev_trees") == trees] for path in files)
     table = []
-    for treebank in TARGETS:
+    for treebank in targets_of(first, second):
         for stage in (*TRAININGS, FINAL):
             runs = [{run_seed(r): r for r in rows if r["treebank"] == treebank and r["stage"] == stage}
                     for rows in (first, second)]

@@ -196,3 +196,8 @@ def test_stages_compare_two_recipes_stage_by_stage_on_dev_and_test_at_their_comm
     assert "shipped: dev" in lines[0] and "averaged: test" in lines[0] and len(lines) == 3
     assert [cell.strip() for cell in lines[2].split("|")[1:-1]] == ["Wolof-WTB", "finetuned", "1", "50.00", "51.00",
                                                                     "+1.00", "48.00", "47.50", "-0.50"]
+    for path in (shipped, averaged):  # a target beyond the six, after them
+        path.write_text(path.read_text() + json.dumps({"treebank": "UD_Naija-NSC", "stage": "finetuned", "seed": 1,
+                                                       "dev_las": 40.0, "test_las": 41.0, "dev_trees": 100}) + "\n")
+    lines = transfer.stages([averaged, shipped]).splitlines()
+    assert len(lines) == 4 and lines[2].startswith("| Wolof-WTB |") and lines[3].startswith("| Naija-NSC | finetuned | 1 |")
