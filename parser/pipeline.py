@@ -81,7 +81,7 @@ from objectives.conventions import ConfigurationError
 
 from parser.cli import run_reporting_errors
 from parser.data.datamodule import treebank_file
-from parser.data.sentences import ConlluError
+from parser.data.sentences import ConlluError, conllu_blocks
 from parser.fetch import default_root
 from parser.data.tokenizer import TOKENIZER_FILE
 from parser.runs import (CONFIGS, FINISHED, Run, config_path, finished, fit, fit_command, mean_dev_las, provenance_of,
@@ -398,9 +398,8 @@ def first_trees(source: Path, trees: int, target: Path) -> Path:
     """``source``'s first ``trees`` sentences written as they are (comments, multiword tokens)
     into ``target`` (kept where it exists); ``target``."""
     if not target.is_file():
-        blocks = [b for b in source.read_text(encoding="utf-8").split("\n\n") if b.strip()][:trees]
         target.parent.mkdir(parents=True, exist_ok=True)
-        write_whole(target, "".join(b.strip("\n") + "\n\n" for b in blocks))  # kept: never half of it
+        write_whole(target, "".join(b + "\n\n" for b in conllu_blocks(source)[:trees]))  # kept: never half of it
     return target
 
 

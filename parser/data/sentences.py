@@ -340,6 +340,13 @@ def read_sentences(path: str | os.PathLike) -> list[Sentence]:
     return read_text(path) if is_text(path) else read_conllu(path, trees=False)
 
 
+def conllu_blocks(path: str | os.PathLike) -> list[str]:
+    """A CoNLL-U file's sentences as they are written, unparsed: each one's lines (comments, multiword
+    tokens, trailing spaces) without the blank line after it; for cutting a file into parts, losslessly."""
+    with open(path, encoding="utf-8") as file:
+        return [block.strip("\n") for block in file.read().split("\n\n") if block.strip()]
+
+
 def has_upos(sentences: Sequence[Sentence]) -> bool:
     """Whether there are sentences and all their words carry a UPOS tag (not ``_``)."""
     return bool(sentences) and all("_" not in s.upos for s in sentences)
