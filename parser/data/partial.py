@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from parser.cli import run_reporting_errors
-from parser.data.sentences import read_conllu
+from parser.data.sentences import conllu_text, read_conllu
 
 
 def write_partial_train(source: Path, whole: int, share: float, seed: int, output: Path) -> int:
@@ -31,7 +31,7 @@ def write_partial_train(source: Path, whole: int, share: float, seed: int, outpu
                     if isinstance(token["id"], int) and generator.random() >= share:
                         token.update(head=None, deprel="_", deps="_")
                 kept += sum(isinstance(token["id"], int) and token["head"] is not None for token in tokens)
-            file.write(tokens.serialize())
+            file.write(conllu_text(sentence))
     return kept
 
 

@@ -4,7 +4,8 @@ Text files hold one tokenised sentence per line; blank lines separate paragraphs
 sentence after them carries CoNLL-U's ``# newpar``).
 
 Reading keeps every column, comment, multiword token and empty node, so that
-``read_conllu`` then ``write_conllu`` reproduces a UD file byte for byte; malformed input
+``read_conllu`` then ``write_conllu`` reproduces a UD file byte for byte (comment lines
+as written); malformed input
 (bytes that are not UTF-8 included) raises :class:`ConlluError` naming file and line. A
 name ending in ``.gz`` is read through gzip, ``-`` is standard input (``open_output``: standard
 output). :func:`records` and :func:`parse_record` are the pieces the strict readers here and
@@ -49,7 +50,8 @@ class Sentence:
     (int, or a tuple for ``3-4`` / ``5.1``) and HEAD (int, None for ``_``), so that
     ``write_conllu`` reproduces the input exactly. ``path`` and ``line`` (its first line,
     from 1) say where it was read; ``source`` is the two as ``"path:LINE"`` for messages,
-    ``treebank`` the file's folder.
+    ``treebank`` the file's folder. ``comments``: its comment lines as written (None for a text
+    line's, whose comments are those of ``tokenlist``'s metadata), written back as they are.
     """
 
     words: list[str]
@@ -59,6 +61,7 @@ class Sentence:
     tokenlist: conllu.TokenList
     path: str
     line: int
+    comments: tuple[str, ...] | None = None
 
     def __len__(self) -> int:
         return len(self.words)
@@ -218,7 +221,7 @@ def parse_record(path: str | os.PathLike, record: Record, text: bool, trees: boo
 
 def _parse_block(path: str | os.PathLike, start: int, lines: list[str], trees: bool, partial: bool = False) -> Sentence:
     """Parse and check one sentence block; ``start`` is the line number of ``lines[0]``."""
-    metadata = conllu.Metadata()
+    metadata, comments = conllu.Metadata(), []
     tokens: list[conllu.Token] = []
     words: list[tuple[int, conllu.Token]] = []  # (line number, token) of syntactic words
     for number, line in enumerate(lines, start):
@@ -227,6 +230,7 @@ def _parse_block(path: str | os.PathLike, start: int, lines: list[str], trees: b
             if tokens:
                 raise ConlluError(f"{where}: comment line after the first token line")
             metadata.update(parse_comment_line(line, _KEEP_ALL_COMMENTS))
+            comments.append(line)
             continue
         columns = line.split("\t")
         if len(columns) != len(FIELDS):
@@ -267,6 +271,7 @@ def _parse_block(path: str | os.PathLike, start: int, lines: list[str], trees: b
         tokenlist=conllu.TokenList(tokens, metadata),
         path=str(path),
         line=start,
+        comments=tuple(comments),
     )
 
 
@@ -374,8 +379,16 @@ def write_conllu(sentences: Sequence[Sentence], path_or_file: str | os.PathLike 
     with output as file:
         for i, sentence in enumerate(sentences):
             given = {name: values[i] for name, values in columns.items() if values is not None}
-            tokenlist = _with_predictions(sentence, given) if given else sentence.tokenlist
-            file.write(tokenlist.serialize())
+            file.write(conllu_text(sentence, _with_predictions(sentence, given) if given else None))
+
+
+def conllu_text(sentence: Sentence, tokenlist: conllu.TokenList | None = None) -> str:
+    """A sentence as CoNLL-U: its comment lines as read (or its metadata's, for a text line's),
+    then ``tokenlist``'s lines (default its own), then a blank line."""
+    tokens = sentence.tokenlist if tokenlist is None else tokenlist
+    if sentence.comments is None:
+        return tokens.serialize()
+    return "".join(f"{line}\n" for line in sentence.comments) + conllu.TokenList(list(tokens)).serialize()
 
 
 def _with_predictions(sentence: Sentence, columns: dict[str, Sequence]) -> conllu.TokenList:

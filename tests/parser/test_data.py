@@ -72,6 +72,22 @@ def test_round_trip_ewt_dev_is_byte_identical(ud_dir, tmp_path):
     assert out.read_bytes() == dev.read_bytes()
 
 
+def test_comments_are_written_as_read_however_they_are_spelled(tmp_path):
+    """Comment lines the metadata dict cannot hold as written (UD releases have each of these: a
+    key twice, no value, no space after '=', two spaces, a trailing space) come back verbatim,
+    predictions written or not."""
+    comments = ["# -:- coding= UTF-8 -:-", "# text[fra] = one", "# text[fra] = two", "# title_en =", "# text =A b",
+                "# text_ga =  A b ", "# newpar"]
+    source = tmp_path / "odd.conllu"
+    source.write_text("\n".join(comments) + "\n1\tA\ta\tNOUN\t_\t_\t0\troot\t_\t_\n2\tb\tb\tX\t_\t_\t1\tdep\t_\t_\n\n",
+                      encoding="utf-8")
+    out = io.StringIO()
+    write_conllu(read_conllu(source), out)
+    assert out.getvalue() == source.read_text(encoding="utf-8")
+    write_conllu(read_conllu(source), tmp_path / "pred.conllu", heads=[[2, 0]], deprels=[["dep", "root"]])
+    assert (tmp_path / "pred.conllu").read_text(encoding="utf-8").splitlines()[:len(comments)] == comments
+
+
 def test_write_replaces_only_head_and_deprel(tmp_path):
     sentences = read_conllu(MWT)
     heads = [[0, 1, 4, 1, 4], [2, 0, 2, 2, 2, 5, 2]]
