@@ -238,6 +238,12 @@ def rank(target: Sequence[Sentence], raw: Sequence[Sentence], candidates: dict[s
     return results
 
 
+def folders_of(path: Path) -> set[Path]:
+    """The folder a file is in, as spelled and with links resolved: a treebank's file is the target's
+    where either is the target's (a test file linked into the target's folder from elsewhere is its own)."""
+    return {path.absolute().parent, path.resolve().parent}
+
+
 def rank_target(target: Path, trees: int | None, raw: Sequence[Sentence] | None, root: Path,
                 names: Sequence[str] | None = None, measures: Sequence[str] | None = None, tokens: str = "e5",
                 candidate_words: int = CANDIDATE_WORDS) -> list[Nearness]:
@@ -255,10 +261,10 @@ def rank_target(target: Path, trees: int | None, raw: Sequence[Sentence] | None,
     sentences = read_conllu(target)
     labeled = sentences[:trees]
     raw = sentences[len(labeled):] if raw is None else raw
-    mine = target.resolve().parent
+    mine = folders_of(target)
     names = names or sorted(p.name for p in root.glob("UD_*") if p.is_dir() and any(p.glob("*.conllu")))
     candidates = {name: files for name in names
-                  if (files := [f for f in candidate_files(name, root) if f.resolve().parent != mine])}
+                  if (files := [f for f in candidate_files(name, root) if not folders_of(f) & mine])}
     return rank(labeled, raw, candidates, measures or MEASURES, tokens, candidate_words)
 
 

@@ -90,6 +90,19 @@ def test_the_command_prints_a_ranked_table_and_json(ud_dir, capsys):
         set(nearness.MEASURES) & set(r) == {"subword_overlap"} for r in rows)
 
 
+def test_the_targets_own_folder_is_left_out_with_its_linked_files(ud_dir, tmp_path):
+    """A root where the target's train file is its own and its test file a link to the release (as
+    ``benchmarks.dev_split`` makes it): no file of its folder is a candidate, linked or not."""
+    root = tmp_path / "ud"
+    (root / "UD_Uyghur-UDT").mkdir(parents=True)
+    train = root / "UD_Uyghur-UDT" / "ug_udt-ud-train.conllu"
+    train.write_text((ud_dir / UYGHUR).read_text(encoding="utf-8"), encoding="utf-8")
+    (root / "UD_Uyghur-UDT" / "ug_udt-ud-test.conllu").symlink_to(ud_dir / "UD_Uyghur-UDT" / "ug_udt-ud-test.conllu")
+    (root / "UD_Kazakh-KTB").symlink_to(ud_dir / "UD_Kazakh-KTB", target_is_directory=True)
+    ranked = nearness.rank_target(train, 100, None, root, measures=["head_direction"])
+    assert [r.treebank for r in ranked] == ["UD_Kazakh-KTB"]
+
+
 @pytest.mark.parametrize("arguments, says", [
     (["--candidates", "Klingon"], "no treebank 'Klingon'"),
     (["--candidates", "Kazakh", "--trees", "-1"], "--trees must be at least 0"),
