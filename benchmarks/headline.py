@@ -30,6 +30,7 @@ from benchmarks.transfer import SHIPPED, shipped
 from parser.drawing import report_errors
 
 FIGURE = ROOT / "docs" / "figures" / "headline.png"
+SEEDS = 3  # a trained column's seeds per target; a cell of fewer says how many
 # (label, color, a target's seeds given the shipped recipe's per target)
 BARS = (("language alone: supervised, 100 trees", "0.6", lambda t, recipe: t.supervised),
         ("language alone: recipe, 100 trees", "C1", lambda t, recipe: t.best_own),
@@ -38,12 +39,18 @@ BARS = (("language alone: supervised, 100 trees", "0.6", lambda t, recipe: t.sup
         ("UDPipe 2 (published)", "0.85", lambda t, recipe: t.udpipe))
 
 
+def seeds_cell(values: list[float]) -> str:
+    """Test LAS over seeds, mean ± sd to one place, the seeds counted where fewer than ``SEEDS``."""
+    count = f" ({len(values)} seed{'s' if len(values) > 1 else ''})" if 0 < len(values) < SEEDS else ""
+    return mean_sd(values, 1, "-") + count
+
+
 def table(found: list[Target], recipe: dict[str, list[float]]) -> str:
     """Markdown: a line per target, test LAS mean ± sd over seeds, the transfer recipe (``recipe``:
     its runs per target, :func:`benchmarks.transfer.shipped`) in bold."""
     rows = [[target.name, mean_sd(target.stages["zero-shot"], 1, "-"),
-             *(mean_sd(target.supervised if i == 0 else target.best_own, 1, "-", single=" (1 seed)") for i in (0, 1)),
-             f"**{mean_sd(recipe.get(target.treebank, []), 1, '-', single=' (1 seed)')}**",
+             *(seeds_cell(target.supervised if i == 0 else target.best_own) for i in (0, 1)),
+             f"**{seeds_cell(recipe.get(target.treebank, []))}**",
              mean_sd(target.stages["full"], 1, "-"), mean_sd(target.udpipe, 1, "-")] for target in found]
     return markdown_table(["treebank", "zero-shot", "language alone: supervised, 100 trees",
                            "language alone: recipe, 100 trees", "transfer recipe, 100 trees", "whole training file",

@@ -8,7 +8,7 @@ import struct
 from pathlib import Path
 
 from benchmarks.common import TARGETS
-from benchmarks.headline import FIGURE, figure, table
+from benchmarks.headline import FIGURE, figure, seeds_cell, table
 from benchmarks.recorded import targets
 from benchmarks.transfer import SHIPPED, shipped
 
@@ -52,3 +52,11 @@ def test_every_number_of_the_readme_tables_is_in_the_results():
 def test_the_check_sees_a_number_missing_from_the_results():
     """Numbers outside tables, and counts and years inside, are not measurements of a table."""
     assert table_numbers("| a | 53.4 ± 0.4 | 2010 |\ntext 99.9\n| b | **57.4** (1 seed) |") == {"53.4", "0.4", "57.4"}
+
+
+def test_a_cell_of_fewer_seeds_says_how_many():
+    """Three seeds are the headline's; a cell of fewer names its count, so 2 seeds never pass for 3."""
+    assert seeds_cell([]) == "-"
+    assert seeds_cell([55.0]) == "55.0 (1 seed)"
+    assert seeds_cell([55.0, 56.0]) == "55.5 ± 0.7 (2 seeds)"
+    assert seeds_cell([55.0, 56.0, 57.0]) == "56.0 ± 1.0"
