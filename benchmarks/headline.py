@@ -26,7 +26,7 @@ from pathlib import Path
 
 from benchmarks.common import ROOT, TRANSFER, grouped_bars, markdown_table, mean_sd
 from benchmarks.recorded import Target, targets
-from benchmarks.transfer import SHIPPED, shipped
+from benchmarks.transfer import SHIPPED, shipped, zero_shot
 from parser.drawing import report_errors
 
 FIGURE = ROOT / "docs" / "figures" / "headline.png"
@@ -45,10 +45,11 @@ def seeds_cell(values: list[float]) -> str:
     return mean_sd(values, 1, "-") + count
 
 
-def table(found: list[Target], recipe: dict[str, list[float]]) -> str:
+def table(found: list[Target], recipe: dict[str, list[float]], bases: dict[str, list[float]] | None = None) -> str:
     """Markdown: a line per target, test LAS mean ± sd over seeds, the transfer recipe (``recipe``:
-    its runs per target, :func:`benchmarks.transfer.shipped`) in bold."""
-    rows = [[target.name, mean_sd(target.stages["zero-shot"], 1, "-"),
+    its runs per target, :func:`benchmarks.transfer.shipped`) in bold, zero-shot the base it starts
+    from (``bases``: :func:`benchmarks.transfer.zero_shot` of its rows) where its rows have one."""
+    rows = [[target.name, mean_sd((bases or {}).get(target.treebank) or target.stages["zero-shot"], 1, "-"),
              *(seeds_cell(target.supervised if i == 0 else target.best_own) for i in (0, 1)),
              f"**{seeds_cell(recipe.get(target.treebank, []))}**",
              mean_sd(target.stages["full"], 1, "-"), mean_sd(target.udpipe, 1, "-")] for target in found]
@@ -65,13 +66,13 @@ def figure(found: list[Target], recipe: dict[str, list[float]], output: Path) ->
 
 def main(argv: list[str] | None = None) -> None:
     cli = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    cli.add_argument("--results", type=Path, default=TRANSFER, help="the transfer rows (zero-shot, whole file)")
+    cli.add_argument("--results", type=Path, default=TRANSFER, help="the transfer rows (whole file; zero-shot where the shipped rows have none)")
     cli.add_argument("--shipped", type=Path, nargs="+", default=list(SHIPPED), help="the shipped recipe's rows")
     cli.add_argument("--figure", type=Path, default=FIGURE, help="where to draw it (.png, .svg or .html)")
     args = cli.parse_args(argv)
     found = report_errors(lambda: targets(args.results))
     recipe = report_errors(lambda: shipped(args.shipped))
-    print(table(found, recipe))
+    print(table(found, recipe, report_errors(lambda: zero_shot(args.shipped))))
     print(f"figure: {report_errors(lambda: figure(found, recipe, args.figure))}")
 
 

@@ -153,6 +153,17 @@ def recipe_runs(files: list[list[dict]], treebank: str, chosen_on: int) -> tuple
     return final, kept
 
 
+def zero_shot(results: list[Path]) -> dict[str, list[float]]:
+    """Per treebank, the test LAS of each base the runs in ``results`` start from, parsing it as it is
+    (its ``zero-shot`` rows, one per base however many files name it)."""
+    found = {(r["treebank"], r["run"]): r["test_las"] for path in results for r in read_rows(path)
+             if r["stage"] == "zero-shot"}
+    per_treebank = {}
+    for (treebank, _), las in found.items():
+        per_treebank.setdefault(treebank, []).append(las)
+    return per_treebank
+
+
 def shipped(results: list[Path], trees: int = 100) -> dict[str, list[float]]:
     """Per target of ``TARGETS`` whose runs in ``results`` reached the recipe's final choice
     (``better_student``, :func:`with_choices`) on the first ``trees`` dev trees: its test LAS, one per run."""

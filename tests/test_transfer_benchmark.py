@@ -144,6 +144,21 @@ def test_the_shipped_recipe_is_each_runs_final_parser_chosen_on_k_dev_trees_over
     assert transfer.shipped([first, second]) == {"UD_Wolof-WTB": [56.5, 55.4]}
 
 
+def test_the_zero_shot_of_the_shipped_rows_is_one_per_base_however_many_files_name_it(tmp_path):
+    """Two files that record the same base's zero-shot give it once; another base is another value."""
+    def rows(path, runs):
+        path.write_text("".join(json.dumps({"treebank": treebank, "stage": stage, "seed": None, "run": run,
+                                            "test_las": las}) + "\n" for treebank, stage, run, las in runs))
+        return path
+
+    first = rows(tmp_path / "a.jsonl", [("UD_Wolof-WTB", "zero-shot", "base1500", 21.7),
+                                        ("UD_Wolof-WTB", "finetuned", "ft", 53.8)])
+    second = rows(tmp_path / "b.jsonl", [("UD_Wolof-WTB", "zero-shot", "base1500", 21.7),
+                                         ("UD_Wolof-WTB", "zero-shot", "base2250", 22.1),
+                                         ("UD_Welsh-CCG", "zero-shot", "base1500", 50.1)])
+    assert transfer.zero_shot([first, second]) == {"UD_Wolof-WTB": [21.7, 22.1], "UD_Welsh-CCG": [50.1]}
+
+
 def test_a_second_round_recorded_before_its_choice_had_a_row_is_chosen_as_the_pipeline_chooses():
     def row(stage, seed, dev, test):
         return {"treebank": "UD_Welsh-CCG", "stage": stage, "seed": seed, "dev_las": dev, "test_las": test,
